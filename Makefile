@@ -1,0 +1,25 @@
+# Two entry points: `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
+DATA   ?= $(wildcard ../shared/data/imagenette)
+
+.PHONY: demo test setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests --nbmake notebooks
+
+clean:
+	rm -rf $(VENV) lightning_logs demo-results.json

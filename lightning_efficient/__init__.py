@@ -1,0 +1,42 @@
+"""lightning_efficient: PyTorch Lightning callbacks for fast CNN training.
+
+Add them to the ``Trainer`` you already have::
+
+    import pytorch_lightning as pl
+    from lightning_efficient import recipe
+
+    trainer = pl.Trainer(max_epochs=10, **recipe())
+
+Public API:
+
+- :class:`ChannelsLast`: model conv weights and 4-D float batch tensors in ``torch.channels_last`` (NHWC).
+- :class:`StepwiseLR`: epoch-interval LR schedulers run exactly at every optimizer step.
+- :class:`GPUAugmentation`: per-sample augmentation of training batches on the device (Kornia).
+- :class:`EfficiencyReport`: where the step time goes (data wait vs compute), images/s, peak memory.
+- :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
+- :func:`recommended_precision`: Lightning's precision string for this hardware.
+- :func:`recipe`: ``Trainer`` keyword arguments with all of the above.
+"""
+
+from lightning_efficient.callbacks.channels_last import ChannelsLast
+from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
+from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
+from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
+from lightning_efficient.data.folder import FastImageFolder, uint8_collate
+from lightning_efficient.precision import explain_precision, recommended_precision
+from lightning_efficient.recipe import recipe
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChannelsLast",
+    "EfficiencyReport",
+    "FastImageFolder",
+    "GPUAugmentation",
+    "StepwiseLR",
+    "explain_precision",
+    "recipe",
+    "recommended_precision",
+    "uint8_collate",
+    "__version__",
+]

@@ -1,0 +1,5 @@
+"""recipe (STUB)."""
+
+
+def recipe(**overrides):
+    return {}
