@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from typing import Any, Callable, Union
 
 import pytorch_lightning as pl
@@ -43,12 +44,16 @@ class _Chain:
         self.previous = owner.__dict__.get(_HOOK)
         self.original = getattr(owner, _HOOK)
         self.transforms: dict[str, tuple[int, int, BatchTransform]] = {}
+        #: Host seconds spent in the registered transforms, summed over all calls (read by EfficiencyReport).
+        self.seconds = 0.0
 
         @functools.wraps(self.original)
         def on_after_batch_transfer(batch: Any, dataloader_idx: int) -> Any:
             batch = self.original(batch, dataloader_idx)
+            start = time.perf_counter()
             for _, _, fn in sorted(self.transforms.values(), key=lambda t: (t[0], t[1])):
                 batch = fn(batch, dataloader_idx)
+            self.seconds += time.perf_counter() - start
             return batch
 
         self.wrapper = on_after_batch_transfer
@@ -103,3 +108,9 @@ def registered_transforms(owner: HookOwner) -> list[str]:
     if chain is None:
         return []
     return [name for name, _ in sorted(chain.transforms.items(), key=lambda kv: (kv[1][0], kv[1][1]))]
+
+
+def transform_seconds(owner: HookOwner | None) -> float:
+    """Host seconds spent so far in the transforms registered on ``owner`` (0.0 where none are)."""
+    chain = None if owner is None else owner.__dict__.get(_ATTR)
+    return 0.0 if chain is None else chain.seconds

@@ -1,5 +1,78 @@
-"""recipe (STUB)."""
+"""``recipe()``: the Trainer keyword arguments that turn every practice on."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Optional, Sequence, Union
+
+import pytorch_lightning as pl
+from pytorch_lightning import Callback
+
+from lightning_efficient.callbacks.channels_last import ChannelsLast
+from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
+from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
+from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
+from lightning_efficient.precision import recommended_precision
 
 
-def recipe(**overrides):
-    return {}
+def recipe(
+    *,
+    precision: Optional[str] = None,
+    accelerator: str = "auto",
+    channels_last: bool = True,
+    stepwise_lr: bool = True,
+    efficiency_report: bool = True,
+    augmentation: Union[None, str, Any] = None,
+    callbacks: Sequence[Callback] = (),
+    **trainer_kwargs: Any,
+) -> dict[str, Any]:
+    """Keyword arguments for ``pl.Trainer(**recipe())``: precision and the callbacks of this package.
+
+    What it turns on: :func:`~lightning_efficient.recommended_precision` (e.g. ``bf16-mixed``),
+    :class:`~lightning_efficient.ChannelsLast`, :class:`~lightning_efficient.StepwiseLR`,
+    :class:`~lightning_efficient.EfficiencyReport`; augmentation on the device is opt-in because it changes
+    what the model sees (pass ``augmentation="trivial_augment"`` or a :class:`GPUAugmentation`).
+
+    Args:
+        precision: Lightning precision string; default: recommended for ``accelerator``.
+        accelerator: passed to :func:`recommended_precision` and, unless ``"auto"``, to the Trainer.
+        channels_last, stepwise_lr, efficiency_report: include that callback.
+        augmentation: None, a preset name or module for :class:`GPUAugmentation`, or a ready
+            :class:`GPUAugmentation` instance.
+        callbacks: your own callbacks, kept first, in order.
+        **trainer_kwargs: any other ``pl.Trainer`` argument (e.g. ``max_epochs=10``), passed through.
+
+    Returns:
+        A dict with ``precision``, ``callbacks`` and the given Trainer arguments.
+
+    Raises:
+        TypeError: a keyword that ``pl.Trainer`` does not take (the message lists the close ones).
+        ValueError: an unknown accelerator name.
+
+    Example::
+
+        trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
+    """
+    valid = set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
+    unknown = sorted(set(trainer_kwargs) - valid)
+    if unknown:
+        import difflib
+
+        hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
+        text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
+        raise TypeError(f"recipe(): pl.Trainer takes no argument {text}.")
+    out: dict[str, Any] = dict(trainer_kwargs)
+    out["precision"] = precision if precision is not None else recommended_precision(accelerator)
+    if accelerator != "auto":
+        out["accelerator"] = accelerator
+    cbs: list[Callback] = list(callbacks)
+    if augmentation is not None:
+        cbs.append(augmentation if isinstance(augmentation, GPUAugmentation) else GPUAugmentation(augmentation))
+    if channels_last:
+        cbs.append(ChannelsLast())
+    if stepwise_lr:
+        cbs.append(StepwiseLR())
+    if efficiency_report:
+        cbs.append(EfficiencyReport())
+    out["callbacks"] = cbs
+    return out

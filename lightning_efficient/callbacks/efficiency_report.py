@@ -1,6 +1,300 @@
-"""EfficiencyReport callback (STUB: being implemented)."""
+"""EfficiencyReport: where the step time goes, and what to change."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Optional
+
+import PIL
+import pytorch_lightning as pl
+import torch
 from pytorch_lightning import Callback
+from pytorch_lightning.utilities.data import extract_batch_size
+from torch.utils.data import DataLoader, Subset
+from torchvision.datasets import DatasetFolder
+
+from lightning_efficient import _batch_hooks
+from lightning_efficient.functional.efficiency import (
+    Check,
+    RunFacts,
+    StepTimer,
+    checklist,
+    process_rss_bytes,
+    verdict,
+)
+from lightning_efficient.precision import recommended_precision
+
+_CPU_AUGMENTATIONS = (
+    "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "ColorJitter", "RandomResizedCrop",
+    "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "RandomAffine",
+    "RandomErasing", "GaussianBlur", "RandomGrayscale", "RandomPerspective",
+)
 
 
 class EfficiencyReport(Callback):
-    pass
+    """Measure data wait, compute time, images/s and peak memory per training step; report what to change.
+
+    Per training batch it measures (host seconds, see :mod:`lightning_efficient.functional.efficiency`):
+    the time waiting for data (end of the previous batch until the batch is on the device), the time in
+    on-device batch transforms, and the compute time (``on_train_batch_start`` to ``on_train_batch_end``;
+    on CUDA after a synchronize). Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
+    ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's loggers; at the end of fit
+    it prints one table (rank zero only; under DDP the figures of all ranks are gathered: images/s summed,
+    shares pooled, peak memory the maximum) and a checklist of the practices with concrete advice.
+
+    Args:
+        log_every_n_steps: how often (in training batches) to log ``efficiency/*`` metrics; 0 disables it.
+        skip_first: training batches at the start of fit left out of the figures (warm-up).
+        verbose: print the report at the end of fit.
+
+    Raises:
+        ValueError: a negative ``log_every_n_steps`` or ``skip_first``.
+
+    Example::
+
+        report = EfficiencyReport()
+        trainer = pl.Trainer(callbacks=[report])
+        trainer.fit(model, datamodule=dm)
+        report.summary()["images_per_s"]
+    """
+
+    def __init__(self, log_every_n_steps: int = 50, skip_first: int = 2, verbose: bool = True) -> None:
+        if not isinstance(log_every_n_steps, int) or log_every_n_steps < 0:
+            raise ValueError(f"EfficiencyReport(log_every_n_steps={log_every_n_steps!r}): expected an int >= 0.")
+        if not isinstance(skip_first, int) or skip_first < 0:
+            raise ValueError(f"EfficiencyReport(skip_first={skip_first!r}): expected an int >= 0.")
+        self.log_every_n_steps = log_every_n_steps
+        self.skip_first = skip_first
+        self.verbose = verbose
+        self.timer = StepTimer(skip_first=skip_first)
+        self._figures: dict[str, float] = {}
+        self._checks: list[Check] = []
+        self._owner: Any = None
+        self._last_end: Optional[float] = None
+        self._start = 0.0
+        self._transform_mark = 0.0
+        self._inputs_channels_last: Optional[bool] = None
+        self._cuda = False
+
+    # ---------------------------------------------------------------- hooks
+    def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        self.timer = StepTimer(skip_first=self.skip_first)
+        self._inputs_channels_last = None
+        self._cuda = pl_module.device.type == "cuda"
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+
+    def on_train_epoch_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        self._mark()
+
+    def on_validation_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        # Validation inside an epoch (val_check_interval < 1) is neither data wait nor training compute.
+        self._mark()
+
+    def on_train_batch_start(
+        self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", batch: Any, batch_idx: int
+    ) -> None:
+        now = time.perf_counter()
+        # Transforms run on whichever object Lightning calls; it is found once the hooks are in place.
+        self._owner = _batch_hooks.hook_owner(trainer, pl_module)
+        transform = _batch_hooks.transform_seconds(self._owner) - self._transform_mark
+        self._wait = (now - self._last_end - transform) if self._last_end is not None else 0.0
+        self._transform = transform
+        self._start = now
+        if self._inputs_channels_last is None:
+            self._inputs_channels_last = _first_image_channels_last(batch)
+
+    def on_train_batch_end(
+        self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._cuda:
+            torch.cuda.synchronize(pl_module.device)
+        now = time.perf_counter()
+        try:
+            samples = extract_batch_size(batch)
+        except Exception:  # noqa: BLE001 - an exotic batch: count steps, not samples
+            samples = 0
+        self.timer.add(self._wait, self._transform, now - self._start, samples)
+        if self._cuda:
+            self.timer.peak_memory_bytes = torch.cuda.max_memory_allocated(pl_module.device)
+        else:
+            self.timer.peak_memory_bytes = max(self.timer.peak_memory_bytes, process_rss_bytes())
+        if self.log_every_n_steps and self.timer.steps and self.timer.steps % self.log_every_n_steps == 0:
+            figures = self.timer.as_dict()
+            metrics = {
+                f"efficiency/{k}": figures[k] for k in ("images_per_s", "data_wait_share", "step_time_s")
+            }
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+        self._mark(now)
+
+    def on_fit_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        self._figures = self._gather(trainer, pl_module)
+        self._checks = checklist(self._facts(trainer, pl_module), self._figures["data_wait_share"])
+        if self.verbose and trainer.is_global_zero:
+            print(self.report())
+
+    # ---------------------------------------------------------------- results
+    def summary(self) -> dict[str, Any]:
+        """The figures of the last fit: ``images_per_s``, ``data_wait_share``, ``transform_share``,
+        ``step_time_s`` (seconds per batch), ``peak_memory_mb``, ``steps``, ``samples``, ``verdict`` and
+        ``checklist`` (list of dicts). Empty before a fit has ended."""
+        if not self._figures:
+            return {}
+        return {
+            **self._figures,
+            "verdict": verdict(self._figures["data_wait_share"]),
+            "checklist": [c.__dict__.copy() for c in self._checks],
+        }
+
+    @property
+    def checks(self) -> list[Check]:
+        """The checklist of the last fit."""
+        return list(self._checks)
+
+    def report(self) -> str:
+        """The report of the last fit as text: figures, verdict, then the checklist."""
+        if not self._figures:
+            return "EfficiencyReport: no fit has ended yet."
+        f = self._figures
+        rows = [
+            ("training throughput", f"{f['images_per_s']:.1f} images/s"),
+            ("step time", f"{1000 * f['step_time_s']:.1f} ms per batch"),
+            ("waiting for data", f"{100 * f['data_wait_share']:.1f}% of step time"),
+            ("on-device transforms", f"{100 * f['transform_share']:.1f}% of step time"),
+            ("peak memory", f"{f['peak_memory_mb']:.0f} MiB ({'CUDA allocated' if self._cuda else 'process RSS'})"),
+            ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
+        ]
+        width = max(len(r[0]) for r in rows)
+        lines = ["Efficiency report: " + verdict(f["data_wait_share"])]
+        lines += [f"  {name:<{width}}  {value}" for name, value in rows]
+        lines.append("  checklist:")
+        lines += [f"    {c.line()}" for c in self._checks]
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- helpers
+    def _mark(self, now: Optional[float] = None) -> None:
+        self._last_end = time.perf_counter() if now is None else now
+        self._transform_mark = _batch_hooks.transform_seconds(self._owner)
+
+    def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, float]:
+        t = self.timer
+        local = torch.tensor(
+            [t.steps, t.samples, t.data_wait_s, t.transform_s, t.compute_s, t.peak_memory_bytes],
+            dtype=torch.float64,
+        )
+        if trainer.world_size > 1:
+            device = pl_module.device if pl_module.device.type == "cuda" else torch.device("cpu")
+            rows = trainer.strategy.all_gather(local.to(device)).reshape(-1, local.numel()).cpu()
+        else:
+            rows = local.reshape(1, -1)
+        steps, samples, wait, transform, compute, peak = rows.unbind(1)
+        total = wait + transform + compute
+        pooled = float(total.sum())
+        per_rank_rate = torch.where(total > 0, samples / total.clamp_min(1e-12), torch.zeros_like(total))
+        return {
+            "steps": int(steps.sum()),
+            "samples": int(samples.sum()),
+            "images_per_s": float(per_rank_rate.sum()) if pooled > 0 else math.nan,
+            "data_wait_share": float(wait.sum()) / pooled if pooled > 0 else math.nan,
+            "transform_share": float(transform.sum()) / pooled if pooled > 0 else math.nan,
+            "step_time_s": pooled / float(steps.sum()) if float(steps.sum()) > 0 else math.nan,
+            "peak_memory_mb": float(peak.max()) / 2**20,
+            "world_size": int(rows.shape[0]),
+        }
+
+    def _facts(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> RunFacts:
+        from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
+        from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
+
+        accelerator = pl_module.device.type
+        convs = [
+            p for m in pl_module.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)
+            for p in m.parameters(recurse=False) if p.dim() == 4
+        ]
+        model_cl = (
+            sum(p.is_contiguous(memory_format=torch.channels_last) for p in convs) / len(convs) if convs else None
+        )
+        configs = trainer.lr_scheduler_configs
+        if not configs:
+            lr_per_step = None
+        else:
+            lr_per_step = all(c.interval == "step" for c in configs) or any(
+                isinstance(cb, StepwiseLR) for cb in trainer.callbacks
+            )
+        loader = _train_loader(trainer)
+        dataset = _unwrap_dataset(loader.dataset) if loader is not None else None
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        per_process = max(1, cores // max(1, trainer.num_devices))
+        return RunFacts(
+            precision=str(trainer.precision),
+            recommended_precision=recommended_precision(
+                "cuda" if accelerator == "cuda" else ("mps" if accelerator == "mps" else "cpu")
+            ),
+            accelerator=accelerator,
+            model_channels_last=model_cl,
+            inputs_channels_last=self._inputs_channels_last,
+            lr_per_step=lr_per_step,
+            device_augmentation=any(isinstance(cb, GPUAugmentation) for cb in trainer.callbacks),
+            cpu_augmentation=_cpu_augmentations(dataset),
+            num_workers=loader.num_workers if loader is not None else None,
+            cpu_cores=per_process,
+            pin_memory=loader.pin_memory if loader is not None else None,
+            persistent_workers=loader.persistent_workers if loader is not None else None,
+            pillow_simd=".post" in PIL.__version__,
+            decodes_images=isinstance(dataset, DatasetFolder),
+            epochs=max(1, trainer.current_epoch),
+        )
+
+
+def _first_image_channels_last(batch: Any) -> Optional[bool]:
+    """Whether the first 4-D floating-point tensor in ``batch`` is channels_last (None: there is none)."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    found: list[torch.Tensor] = []
+    apply_to_collection(
+        batch, torch.Tensor, lambda t: found.append(t) if t.dim() == 4 and t.is_floating_point() else None
+    )
+    if not found:
+        return None
+    return found[0].is_contiguous(memory_format=torch.channels_last)
+
+
+def _train_loader(trainer: "pl.Trainer") -> Optional[DataLoader]:
+    loaders = trainer.train_dataloader
+    if isinstance(loaders, DataLoader):
+        return loaders
+    if isinstance(loaders, (list, tuple)) and loaders and isinstance(loaders[0], DataLoader):
+        return loaders[0]
+    if isinstance(loaders, dict):
+        for value in loaders.values():
+            if isinstance(value, DataLoader):
+                return value
+    return None
+
+
+def _unwrap_dataset(dataset: Any) -> Any:
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    return dataset
+
+
+def _cpu_augmentations(dataset: Any) -> tuple[str, ...]:
+    transform = getattr(dataset, "transform", None)
+    found = []
+    stack = [transform]
+    while stack:
+        t = stack.pop()
+        if t is None:
+            continue
+        inner = getattr(t, "transforms", None)
+        if isinstance(inner, (list, tuple)):
+            stack.extend(reversed(inner))
+        if type(t).__name__ in _CPU_AUGMENTATIONS:
+            found.append(type(t).__name__)
+    return tuple(found)

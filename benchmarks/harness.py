@@ -1,0 +1,159 @@
+"""A vs B, interleaved in one process: warm-up, then A B A B ..., medians and per-pair ratios.
+
+Interleaving spreads slow drifts of the machine (thermal state, other load, caches) over both variants, and the
+ratio of each adjacent pair cancels what the pair shares. Results go to ``benchmarks/results/<name>.md`` (and a
+``.json`` beside it) together with the machine they ran on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Comparison:
+    """Measurements of variants in the same units (higher is better, e.g. images/s), in run order.
+
+    Attributes:
+        names: variant names; ``names[0]`` is the reference (A) that ratios divide by.
+        values: ``values[name]`` = list of measurements, one per round.
+    """
+
+    names: list[str]
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.values[name])
+
+    def ratios(self, name: str) -> list[float]:
+        """Per-round ratios ``name / reference`` (each pair measured back to back)."""
+        ref = self.values[self.names[0]]
+        return [v / r for v, r in zip(self.values[name], ref)]
+
+    def summary(self, name: str) -> dict[str, float]:
+        r = self.ratios(name)
+        return {
+            "median": self.median(name),
+            "min": min(self.values[name]),
+            "max": max(self.values[name]),
+            "ratio_median": statistics.median(r),
+            "ratio_min": min(r),
+            "ratio_max": max(r),
+            "rounds": len(r),
+        }
+
+
+def interleave(
+    variants: dict[str, Callable[[], float]], rounds: int = 5, warmup: int = 1, log: Callable[[str], None] = print
+) -> Comparison:
+    """Run each variant ``warmup`` times (discarded), then ``rounds`` rounds of A B C ... A B C ...
+
+    Args:
+        variants: name -> callable returning one measurement (higher is better, e.g. images/s). The first is
+            the reference for ratios.
+        rounds: measured rounds (>= 1); the order within a round alternates (A B, then B A) to cancel order
+            effects.
+        warmup: unmeasured runs of each variant before the first round.
+
+    Raises:
+        ValueError: no variants, or ``rounds < 1``.
+    """
+    if not variants or rounds < 1:
+        raise ValueError("interleave() needs at least one variant and rounds >= 1")
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            variants[name]()
+    comp = Comparison(names, {n: [] for n in names})
+    for i in range(rounds):
+        order = names if i % 2 == 0 else list(reversed(names))
+        for name in order:
+            value = variants[name]()
+            comp.values[name].append(value)
+            log(f"  round {i + 1}/{rounds} {name}: {value:.2f}")
+    return comp
+
+
+def machine() -> dict[str, str]:
+    """CPU model and cores, GPU, and versions of Python, torch, torchvision, Lightning, kornia, Pillow."""
+    import PIL
+    import torch
+
+    info = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "platform": platform.platform()}
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    info["cpu"] = f"{cpu}, {cores} cores"
+    from lightning_efficient.precision import cpu_flags
+
+    info["cpu bf16"] = ", ".join(sorted(f for f in ("amx_bf16", "avx512_bf16") if f in cpu_flags())) or "none"
+    info["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    info["python"] = platform.python_version()
+    for mod in ("torch", "torchvision", "pytorch_lightning", "kornia", "PIL"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            info[mod] = "absent"
+    try:
+        info["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RESULTS.parent, check=True
+        ).stdout.strip()
+    except Exception:  # noqa: BLE001
+        info["commit"] = "unknown"
+    return info
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def comparison_table(comp: Comparison, unit: str) -> str:
+    """Markdown: one row per variant with median, range, and median ratio to the reference (with its range)."""
+    rows = []
+    for name in comp.names:
+        s = comp.summary(name)
+        rows.append(
+            (
+                name,
+                f"{s['median']:.1f}",
+                f"{s['min']:.1f} - {s['max']:.1f}",
+                f"{s['ratio_median']:.2f}x",
+                f"{s['ratio_min']:.2f} - {s['ratio_max']:.2f}",
+            )
+        )
+    return markdown_table(
+        ("variant", f"median {unit}", "range", f"ratio to {comp.names[0]}", "ratio range"), rows
+    )
+
+
+def write_results(name: str, title: str, body: str, data: dict, results_dir: Path = RESULTS) -> Path:
+    """Write ``<results_dir>/<name>.md`` (title, machine, body) and ``<name>.json`` (data + machine)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    info = machine()
+    md = [f"# {title}", "", body.rstrip(), "", "## Machine", ""]
+    md += [f"- {k}: {v}" for k, v in info.items()]
+    path = results_dir / f"{name}.md"
+    path.write_text("\n".join(md) + "\n")
+    (results_dir / f"{name}.json").write_text(json.dumps({"machine": info, **data}, indent=2, default=str))
+    return path

@@ -1,0 +1,106 @@
+"""ResNet-18 training images/s through the Lightning Trainer: plain ``32-true`` NCHW vs ``Trainer(**recipe())``.
+
+Batch 32, 128 px, in-memory data (a TensorDataset of float images, so no decoding or augmentation is measured),
+SGD with a per-epoch cosine schedule. Each measurement is one ``fit`` of ``--batches`` batches; images/s counts the
+batches after the first ``--skip`` (warm-up), timed from Lightning's batch hooks. Variants are interleaved.
+
+    python -m benchmarks.trainer_throughput [--rounds 5] [--batches 12] [--size 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import pytorch_lightning as pl
+import torch
+import torchvision
+from torch.utils.data import DataLoader, TensorDataset
+
+from benchmarks.harness import comparison_table, interleave, write_results
+from lightning_efficient import recipe
+
+
+class Classifier(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = torchvision.models.resnet18(num_classes=10)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.model(x), y)
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)}
+
+
+class BatchClock(pl.Callback):
+    """Timestamps of the ends of training batches."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, *args, **kwargs) -> None:
+        self.ends.append(time.perf_counter())
+
+
+def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size: int) -> float:
+    torch.manual_seed(0)
+    clock = BatchClock()
+    common = dict(
+        max_epochs=1, limit_train_batches=batches, accelerator="cpu", devices=1, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    if kind == "baseline":
+        trainer = pl.Trainer(precision="32-true", callbacks=[clock], **common)
+    else:
+        kw = recipe(callbacks=[clock], **common)
+        for cb in kw["callbacks"]:
+            if hasattr(cb, "verbose"):
+                cb.verbose = False
+        trainer = pl.Trainer(**kw)
+    loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+    trainer.fit(Classifier(), loader)
+    timed = clock.ends[skip:]
+    return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--skip", type=int, default=2)
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    g = torch.Generator().manual_seed(0)
+    n = args.batches * args.batch_size
+    data = TensorDataset(torch.randn(n, 3, args.size, args.size, generator=g), torch.randint(0, 10, (n,), generator=g))
+    variants = {
+        "baseline (32-true, NCHW)": lambda: measure("baseline", data, args.batches, args.skip, args.batch_size),
+        "recipe()": lambda: measure("recipe", data, args.batches, args.skip, args.batch_size),
+    }
+    comp = interleave(variants, rounds=args.rounds, warmup=1)
+    table = comparison_table(comp, "images/s")
+    kw = recipe()
+    body = (
+        f"ResNet-18 training through `pl.Trainer`, batch {args.batch_size}, {args.size} px, in-memory float data, "
+        f"{args.batches} batches per fit (first {args.skip} not timed), {args.rounds} interleaved rounds "
+        f"after 1 warm-up round.\n\n`recipe()` here = precision `{kw['precision']}` + "
+        f"{', '.join(type(c).__name__ for c in kw['callbacks'])}.\n\n{table}\n"
+    )
+    path = write_results(
+        "trainer_throughput",
+        "Trainer throughput: plain Lightning vs recipe()",
+        body,
+        {"args": vars(args), "values": comp.values, "summary": {n: comp.summary(n) for n in comp.names}},
+    )
+    print(table)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

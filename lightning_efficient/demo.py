@@ -1,0 +1,407 @@
+"""The main job: train the same ResNet-18 twice, plain Lightning vs ``recipe()``, and compare.
+
+*baseline*: ``32-true``, NCHW, LR schedule stepped per epoch, torchvision ``RandomResizedCrop`` +
+``TrivialAugmentWide`` + ``ToTensor`` per image in CPU DataLoader workers.
+*efficient*: :func:`~lightning_efficient.recipe` (recommended precision, ChannelsLast, StepwiseLR,
+EfficiencyReport), :class:`~lightning_efficient.FastImageFolder` feeding ``uint8`` batches, TrivialAugment
+per sample on the device (:class:`~lightning_efficient.GPUAugmentation`).
+
+Same seed, same images (the same subset of the same ImageFolder order), same epochs, same model, optimizer and
+schedule. Each run happens in its own process (so peak memory is its own); the parent prints one table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+class DemoError(Exception):
+    """A user mistake (bad ``--data``, unreadable image...): printed as one line, exit status 2."""
+
+
+@dataclass
+class DemoConfig:
+    """Settings of one demo run (both sides use the same).
+
+    Attributes:
+        data: ImageFolder root with ``train/`` and ``val/`` class folders.
+        epochs: training epochs.
+        train_images, val_images: images taken from each split (a seeded, class-balanced subset; 0 = all).
+        image_size: side of the square training/validation crops, pixels.
+        batch_size: images per batch.
+        workers: DataLoader worker processes (default: the CPU cores available).
+        lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup,
+            then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
+        seed: seed for the subset, the model initialisation, shuffling and augmentation.
+    """
+
+    data: str
+    epochs: int = 4
+    train_images: int = 1600
+    val_images: int = 500
+    image_size: int = 112
+    batch_size: int = 32
+    workers: int = 0
+    lr: float = 0.1
+    seed: int = 0
+    progress: bool = True
+
+
+# --------------------------------------------------------------------------------------------- validation
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMG_EXTENSIONS and p.is_file())
+
+
+def check_data(root: str | os.PathLike) -> Path:
+    """Check that ``root`` is an ImageFolder root with non-empty ``train/`` and ``val/``; returns it.
+
+    Raises:
+        DemoError: naming the path and what to do.
+    """
+    path = Path(root).expanduser()
+    if not path.exists():
+        raise DemoError(f"{path}: no such folder; pass --data with an ImageFolder root holding train/ and val/.")
+    if not path.is_dir():
+        raise DemoError(f"{path}: not a folder; pass --data with an ImageFolder root holding train/ and val/.")
+    for split in ("train", "val"):
+        s = path / split
+        if not s.is_dir():
+            raise DemoError(f"{s}: missing; --data needs train/ and val/ folders, each with one folder per class.")
+        classes = sorted(d for d in s.iterdir() if d.is_dir())
+        if not classes:
+            raise DemoError(f"{s}: no class folders; put each class's images in {s}/<class name>/.")
+        if not any(_image_files(c) for c in classes):
+            raise DemoError(
+                f"{s}: empty split, no image files ({', '.join(IMG_EXTENSIONS)}) in its class folders; add images."
+            )
+    train_classes = sorted(d.name for d in (path / "train").iterdir() if d.is_dir())
+    val_classes = sorted(d.name for d in (path / "val").iterdir() if d.is_dir())
+    if train_classes != val_classes:
+        raise DemoError(
+            f"{path}: train/ and val/ have different class folders ({len(train_classes)} vs {len(val_classes)});"
+            " give both splits the same class folders."
+        )
+    return path
+
+
+def balanced_subset(targets: list[int], n: int, seed: int) -> list[int]:
+    """Indices of ``n`` samples, as equal a number per class as possible, chosen with ``seed``; sorted.
+
+    ``n <= 0`` or ``n >= len(targets)`` returns all indices.
+    """
+    import torch
+
+    if n <= 0 or n >= len(targets):
+        return list(range(len(targets)))
+    g = torch.Generator().manual_seed(seed)
+    by_class: dict[int, list[int]] = {}
+    for i in torch.randperm(len(targets), generator=g).tolist():
+        by_class.setdefault(targets[i], []).append(i)
+    chosen: list[int] = []
+    queues = [by_class[c] for c in sorted(by_class)]
+    while len(chosen) < n:
+        for q in queues:
+            if q and len(chosen) < n:
+                chosen.append(q.pop())
+    return sorted(chosen)
+
+
+def check_images(paths: list[str]) -> None:
+    """Open and decode every image (at 1/8 scale for JPEG: cheap); raise a one-line DemoError on the first bad one."""
+    from PIL import Image
+
+    for p in paths:
+        try:
+            with Image.open(p) as img:
+                img.draft("RGB", (max(1, img.width // 8), max(1, img.height // 8)))
+                img.load()
+        except Exception as e:  # noqa: BLE001 - any failure to decode is the user's file
+            raise DemoError(f"{p}: unreadable image ({type(e).__name__}: {e}); delete or replace the file.") from None
+
+
+# --------------------------------------------------------------------------------------------- fallback data
+def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
+    """Write scikit-learn's digits (1,797 real 8x8 scans of handwritten digits, shipped inside the package, no
+    download) as an ImageFolder of ``size`` x ``size`` PNGs under ``root``: ``train/`` (80%) and ``val/`` (20%).
+
+    Raises:
+        DemoError: scikit-learn is not installed.
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise DemoError(
+            "no --data given and scikit-learn (for the offline fallback dataset) is missing; "
+            "pass --data DIR or `pip install scikit-learn`."
+        ) from None
+    import numpy as np
+    from PIL import Image
+
+    root = Path(root)
+    digits = load_digits()
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(digits.images))
+    n_val = len(order) // 5
+    for rank, i in enumerate(order):
+        split = "val" if rank < n_val else "train"
+        folder = root / split / str(digits.target[i])
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = (digits.images[i] * (255.0 / 16.0)).clip(0, 255).astype("uint8")
+        Image.fromarray(pixels, mode="L").convert("RGB").resize((size, size), Image.BILINEAR).save(
+            folder / f"{i:04d}.png"
+        )
+    return root
+
+
+# --------------------------------------------------------------------------------------------- the runs
+def _make_module(num_classes: int, lr: float, epochs: int, steps_per_epoch: int) -> Any:
+    import pytorch_lightning as pl
+    import torch
+    import torchmetrics
+    import torchvision
+
+    class ImageClassifier(pl.LightningModule):
+        """torchvision ResNet-18, SGD, 1-epoch linear warmup then cosine, stepped per epoch (interval "epoch")."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = torchvision.models.resnet18(num_classes=num_classes)
+            self.top1 = torchmetrics.classification.MulticlassAccuracy(num_classes=num_classes, average="micro")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.model(x)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y, label_smoothing=0.1)
+            self.log("train/loss", loss, prog_bar=True)
+            return loss
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            x, y = batch
+            self.top1.update(self(x).argmax(1), y)
+            self.log("val/top1", self.top1, prog_bar=True, on_epoch=True)
+
+        def configure_optimizers(self) -> Any:
+            decay = [p for n, p in self.named_parameters() if p.dim() > 1]
+            no_decay = [p for n, p in self.named_parameters() if p.dim() <= 1]
+            opt = torch.optim.SGD(
+                [{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                lr=lr, momentum=0.9, nesterov=True,
+            )
+            warmup = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=1)
+            cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs - 1))
+            sched = torch.optim.lr_scheduler.SequentialLR(opt, [warmup, cosine], milestones=[1])
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    return ImageClassifier()
+
+
+def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]) -> dict[str, Any]:
+    """Train one side (``"baseline"`` or ``"efficient"``) in this process; returns its figures."""
+    import pytorch_lightning as pl
+    import torch
+    from torch.utils.data import DataLoader, Subset
+    from torchvision import datasets, transforms
+
+    from lightning_efficient import EfficiencyReport, FastImageFolder, GPUAugmentation, recipe, uint8_collate
+
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    root = Path(cfg.data)
+    size = cfg.image_size
+    resize = int(round(size * 256 / 224))
+    if kind == "baseline":
+        normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+        train_set = datasets.ImageFolder(
+            root / "train",
+            transforms.Compose(
+                [transforms.RandomResizedCrop(size), transforms.TrivialAugmentWide(), transforms.ToTensor(), normalize]
+            ),
+        )
+        val_set = datasets.ImageFolder(
+            root / "val",
+            transforms.Compose([transforms.Resize(resize), transforms.CenterCrop(size), transforms.ToTensor(), normalize]),
+        )
+        collate = None
+    else:
+        train_set = FastImageFolder(root / "train", size=size, train=True)
+        val_set = FastImageFolder(root / "val", size=size, train=False)
+        collate = uint8_collate
+    workers = cfg.workers or len(os.sched_getaffinity(0))
+    loader_kw = dict(
+        batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate
+    )
+    train_loader = DataLoader(
+        Subset(train_set, train_idx), shuffle=True, drop_last=True,
+        generator=torch.Generator().manual_seed(cfg.seed), **loader_kw,
+    )
+    val_loader = DataLoader(Subset(val_set, val_idx), shuffle=False, **loader_kw)
+
+    report = EfficiencyReport(verbose=False, log_every_n_steps=0)
+    common = dict(
+        max_epochs=cfg.epochs, accelerator="auto", devices=1, logger=False, enable_checkpointing=False,
+        enable_model_summary=False, enable_progress_bar=cfg.progress, num_sanity_val_steps=0,
+        deterministic=False,
+    )
+    if kind == "baseline":
+        trainer = pl.Trainer(precision="32-true", callbacks=[report], **common)
+    else:
+        augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report], **common))
+    model = _make_module(len(train_set.classes), cfg.lr, cfg.epochs, len(train_loader))
+    if cfg.progress:
+        print(f"\n== {kind}: precision={trainer.precision}, "
+              f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
+              flush=True)
+    start = time.perf_counter()
+    trainer.fit(model, train_loader, val_loader)
+    wall = time.perf_counter() - start
+    figures = report.summary()
+    return {
+        "wall_time_s": wall,
+        "images_per_s": figures["images_per_s"],
+        "data_wait_share": figures["data_wait_share"],
+        "transform_share": figures["transform_share"],
+        "val_top1": float(trainer.callback_metrics["val/top1"]),
+        "peak_memory_mb": figures["peak_memory_mb"],
+        "precision": str(trainer.precision),
+        "report": report.report(),
+    }
+
+
+def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
+    try:
+        queue.put(("ok", run_one(kind, cfg, train_idx, val_idx)))
+    except BaseException as e:  # noqa: BLE001 - sent to the parent, which decides
+        import traceback
+
+        queue.put(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+
+
+def _run_in_subprocess(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(kind, cfg, train_idx, val_idx, queue), daemon=False)
+    proc.start()
+    result = None
+    while result is None:
+        try:
+            result = queue.get(timeout=1.0)
+        except Exception:  # noqa: BLE001 - queue.Empty: check the child is alive
+            if not proc.is_alive():
+                break
+    proc.join()
+    if result is None:
+        raise RuntimeError(f"the {kind} run died (exit code {proc.exitcode}) without a result")
+    if result[0] == "error":
+        raise RuntimeError(f"the {kind} run failed: {result[1]}\n{result[2]}")
+    return result[1]
+
+
+# --------------------------------------------------------------------------------------------- the table
+ROWS = (
+    ("wall time", "wall_time_s", "{:.1f} s", "lower"),
+    ("training throughput", "images_per_s", "{:.1f} images/s", "higher"),
+    ("waiting for data", "data_wait_share", "{:.1%} of step", "lower"),
+    ("val top-1", "val_top1", "{:.1%}", "higher"),
+    ("peak memory (RSS/CUDA)", "peak_memory_mb", "{:.0f} MiB", "lower"),
+)
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    """The side-by-side table: one row per figure, baseline | efficient | efficient/baseline."""
+    b, e = results["baseline"], results["efficient"]
+    header = ("", f"baseline ({b['precision']})", f"efficient ({e['precision']})", "efficient/baseline")
+    rows = [header]
+    for label, key, fmt, _ in ROWS:
+        vb, ve = b[key], e[key]
+        ratio = ve / vb if vb and not math.isnan(vb) and not math.isnan(ve) else math.nan
+        rows.append((label, fmt.format(vb), fmt.format(ve), "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    line = lambda r: "  ".join(  # noqa: E731
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+    )
+    sep = "-" * (sum(widths) + 6)
+    return "\n".join([line(rows[0]), sep] + [line(r) for r in rows[1:]])
+
+
+def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -> dict[str, Any]:
+    """Validate the data, train baseline then efficient (each in a fresh process), print the table.
+
+    Returns the JSON-able results (also written to ``out`` when given).
+
+    Raises:
+        DemoError: bad data (missing folder, no class folders, empty split, unreadable image).
+    """
+    from torchvision.datasets import ImageFolder
+
+    root = check_data(cfg.data)
+    cfg.data = str(root)
+    train_samples = ImageFolder(root / "train").samples
+    val_samples = ImageFolder(root / "val").samples
+    train_idx = balanced_subset([t for _, t in train_samples], cfg.train_images, cfg.seed)
+    val_idx = balanced_subset([t for _, t in val_samples], cfg.val_images, cfg.seed + 1)
+    if len(train_idx) < cfg.batch_size:
+        raise DemoError(
+            f"{root / 'train'}: {len(train_idx)} training images is less than one batch of {cfg.batch_size};"
+            " add images or pass a smaller --batch-size."
+        )
+    check_images([train_samples[i][0] for i in train_idx] + [val_samples[i][0] for i in val_idx])
+
+    results: dict[str, Any] = {}
+    for kind in ("baseline", "efficient"):
+        results[kind] = _run_in_subprocess(kind, cfg, train_idx, val_idx)
+    if reports:
+        for kind in ("baseline", "efficient"):
+            print(f"\n[{kind}] {results[kind]['report']}")
+    print(
+        f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
+        f"batch {cfg.batch_size}, {cfg.epochs} epochs, seed {cfg.seed}):\n"
+    )
+    print(format_table(results), flush=True)
+    payload = {
+        "config": asdict(cfg),
+        "train_images": len(train_idx),
+        "val_images": len(val_idx),
+        "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "results": {k: {kk: vv for kk, vv in v.items() if kk != "report"} for k, v in results.items()},
+        "ratios": {
+            key: results["efficient"][key] / results["baseline"][key]
+            for _, key, _, _ in ROWS
+            if results["baseline"][key]
+        },
+        "reports": {k: v["report"] for k, v in results.items()},
+    }
+    if out:
+        Path(out).write_text(json.dumps(payload, indent=2))
+        print(f"\nwrote {out}")
+    return payload
+
+
+def run_demo_with_fallback(cfg: DemoConfig, out: Optional[str], reports: bool) -> dict[str, Any]:
+    """Like :func:`run_demo`; with ``cfg.data`` empty, first writes scikit-learn's digits to a temporary folder."""
+    if cfg.data:
+        return run_demo(cfg, out, reports)
+    tmp = tempfile.mkdtemp(prefix="lightning_efficient_digits_")
+    try:
+        print(f"no --data given: using scikit-learn's digits (offline), written as an ImageFolder to {tmp}")
+        cfg.data = str(digits_imagefolder(tmp, size=32))
+        cfg.image_size = min(cfg.image_size, 32)
+        return run_demo(cfg, out, reports)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,294 @@
+"""Where training time goes: step-time bookkeeping and the practice checklist, without a Trainer.
+
+The callback :class:`~lightning_efficient.EfficiencyReport` feeds :class:`StepTimer` from Lightning's hooks and
+builds the checklist with :func:`checklist`; both are plain Python and tested on their own.
+
+Definitions (per optimizer-loop iteration, i.e. per training batch):
+
+- *data wait*: host seconds from the end of the previous training batch (or the start of the epoch) until the
+  batch is on the device, less the time of on-device batch transforms (``GPUAugmentation``, ``ChannelsLast``);
+  this is the time the accelerator idles for the DataLoader (fetch, collate, host-to-device copy).
+- *device transforms*: host seconds in the transforms this package chains into ``on_after_batch_transfer``.
+- *compute*: host seconds from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward,
+  optimizer step). On CUDA the callback synchronizes at the end of each batch so that this is real GPU time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from dataclasses import dataclass, field
+from typing import Optional
+
+#: Data-wait share of step time at or above which a run is called data-bound.
+DATA_BOUND_SHARE = 0.25
+
+
+def process_rss_bytes() -> int:
+    """Resident set size of this process in bytes (``/proc/self/statm``; peak RSS where that is missing)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass
+class StepTimer:
+    """Sums of per-step times and samples, over the steps after ``skip_first``.
+
+    Attributes:
+        skip_first: number of first training batches of the fit left out of the sums (worker start-up,
+            kernel selection and allocation warm-up make them unrepresentative).
+        steps: training batches counted.
+        samples: samples (images) counted.
+        data_wait_s: seconds waiting for data (see module docstring).
+        transform_s: seconds in on-device batch transforms.
+        compute_s: seconds of forward, backward and optimizer step.
+        peak_memory_bytes: peak CUDA memory allocated, or peak process RSS on CPU.
+    """
+
+    skip_first: int = 2
+    seen: int = 0
+    steps: int = 0
+    samples: int = 0
+    data_wait_s: float = 0.0
+    transform_s: float = 0.0
+    compute_s: float = 0.0
+    peak_memory_bytes: int = 0
+
+    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int) -> None:
+        """Record one training batch (ignored while the first ``skip_first`` batches pass)."""
+        self.seen += 1
+        if self.seen <= self.skip_first:
+            return
+        self.steps += 1
+        self.samples += int(samples)
+        self.data_wait_s += max(data_wait_s, 0.0)
+        self.transform_s += max(transform_s, 0.0)
+        self.compute_s += max(compute_s, 0.0)
+
+    @property
+    def step_s(self) -> float:
+        """Total measured seconds: data wait + device transforms + compute."""
+        return self.data_wait_s + self.transform_s + self.compute_s
+
+    @property
+    def images_per_s(self) -> float:
+        """Training throughput in samples (images) per second; NaN before any step is counted."""
+        return self.samples / self.step_s if self.step_s > 0 else math.nan
+
+    @property
+    def data_wait_share(self) -> float:
+        """Fraction of step time spent waiting for data, in [0, 1]; NaN before any step is counted."""
+        return self.data_wait_s / self.step_s if self.step_s > 0 else math.nan
+
+    @property
+    def transform_share(self) -> float:
+        """Fraction of step time spent in on-device batch transforms, in [0, 1]."""
+        return self.transform_s / self.step_s if self.step_s > 0 else math.nan
+
+    def as_dict(self) -> dict[str, float]:
+        """The figures under stable names (``images_per_s``, ``data_wait_share``, ...)."""
+        return {
+            "steps": self.steps,
+            "samples": self.samples,
+            "images_per_s": self.images_per_s,
+            "data_wait_share": self.data_wait_share,
+            "transform_share": self.transform_share,
+            "step_time_s": self.step_s / self.steps if self.steps else math.nan,
+            "peak_memory_mb": self.peak_memory_bytes / 2**20,
+        }
+
+
+@dataclass
+class Check:
+    """One line of the checklist: ``ok`` is True, False, or None where it does not apply."""
+
+    practice: str
+    ok: Optional[bool]
+    detail: str
+    advice: str = ""
+
+    def line(self) -> str:
+        mark = {True: "[x]", False: "[ ]", None: "[-]"}[self.ok]
+        text = f"{mark} {self.practice}: {self.detail}"
+        return f"{text} -> {self.advice}" if self.advice and self.ok is False else text
+
+
+@dataclass
+class RunFacts:
+    """What the callback observed about a run, the input to :func:`checklist`.
+
+    Attributes:
+        precision: the Trainer's precision string.
+        recommended_precision: what :func:`~lightning_efficient.recommended_precision` gives here.
+        accelerator: ``"cuda"``, ``"cpu"``, ``"mps"``.
+        model_channels_last: share of 4-D conv weights in channels_last (None: the model has none).
+        inputs_channels_last: whether the 4-D float input seen at ``training_step`` was channels_last
+            (None: no such input).
+        lr_per_step: whether every LR scheduler steps per optimizer step (None: no scheduler).
+        device_augmentation: a ``GPUAugmentation`` callback is active.
+        cpu_augmentation: names of per-image torchvision augmentations found in the training dataset.
+        num_workers: the training DataLoader's workers (None: unknown).
+        cpu_cores: CPU cores available to each process.
+        pin_memory, persistent_workers: the training DataLoader's settings (None: unknown).
+        pillow_simd: whether the installed PIL is Pillow-SIMD.
+        decodes_images: whether the training dataset decodes image files (ImageFolder-like).
+    """
+
+    precision: str
+    recommended_precision: str
+    accelerator: str
+    model_channels_last: Optional[float] = None
+    inputs_channels_last: Optional[bool] = None
+    lr_per_step: Optional[bool] = None
+    device_augmentation: bool = False
+    cpu_augmentation: tuple[str, ...] = ()
+    num_workers: Optional[int] = None
+    cpu_cores: int = 1
+    pin_memory: Optional[bool] = None
+    persistent_workers: Optional[bool] = None
+    pillow_simd: bool = False
+    decodes_images: bool = False
+    epochs: int = 1
+    extra: dict = field(default_factory=dict)
+
+
+def verdict(data_wait_share: float) -> str:
+    """``"data-bound"`` at or above :data:`DATA_BOUND_SHARE` of step time spent waiting, else ``"compute-bound"``."""
+    if math.isnan(data_wait_share):
+        return "unknown (no step measured)"
+    return "data-bound" if data_wait_share >= DATA_BOUND_SHARE else "compute-bound"
+
+
+def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
+    """The practices, each checked, with a concrete recommendation where one fails.
+
+    Args:
+        facts: what was observed about the run.
+        data_wait_share: fraction of step time spent waiting for data, in [0, 1] (NaN if unknown).
+
+    Returns:
+        One :class:`Check` per practice, in a fixed order: the data-wait verdict first.
+    """
+    bound = verdict(data_wait_share)
+    data_bound = bound == "data-bound"
+    pct = f"{100 * data_wait_share:.0f}%" if not math.isnan(data_wait_share) else "?"
+    checks = []
+
+    fixes = []
+    if facts.cpu_augmentation and not facts.device_augmentation:
+        fixes.append("move augmentation to GPUAugmentation")
+    if facts.num_workers is not None and facts.num_workers < facts.cpu_cores:
+        fixes.append(f"raise num_workers to {facts.cpu_cores}")
+    if facts.decodes_images and not facts.pillow_simd:
+        fixes.append("decode with FastImageFolder (reduced-size JPEG decode) or install Pillow-SIMD")
+    if not fixes:
+        fixes.append("cache decoded images or use smaller inputs")
+    checks.append(
+        Check(
+            "input pipeline keeps up",
+            not data_bound if bound != "unknown (no step measured)" else None,
+            f"{pct} of step time is spent waiting for data ({bound})",
+            " or ".join(fixes),
+        )
+    )
+
+    mixed = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
+    checks.append(
+        Check(
+            "mixed precision",
+            mixed or facts.recommended_precision == "32-true",
+            f"precision={facts.precision!r}"
+            + ("" if mixed else f" (this hardware supports {facts.recommended_precision!r})"),
+            f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())",
+        )
+    )
+    if facts.model_channels_last is None:
+        checks.append(Check("model channels_last", None, "no 4-D conv weights"))
+    else:
+        checks.append(
+            Check(
+                "model channels_last",
+                facts.model_channels_last >= 0.99,
+                f"{100 * facts.model_channels_last:.0f}% of 4-D conv weights are channels_last",
+                "add the ChannelsLast() callback",
+            )
+        )
+    if facts.inputs_channels_last is None:
+        checks.append(Check("inputs channels_last", None, "no 4-D float input seen"))
+    else:
+        checks.append(
+            Check(
+                "inputs channels_last",
+                facts.inputs_channels_last,
+                "image batches reach training_step in "
+                + ("channels_last (NHWC)" if facts.inputs_channels_last else "NCHW"),
+                "add the ChannelsLast() callback (it converts every 4-D float batch tensor)",
+            )
+        )
+    if facts.lr_per_step is None:
+        checks.append(Check("LR stepped per optimizer step", None, "no LR scheduler"))
+    else:
+        checks.append(
+            Check(
+                "LR stepped per optimizer step",
+                facts.lr_per_step,
+                "every scheduler steps per optimizer step" if facts.lr_per_step else "a scheduler steps per epoch",
+                "add the StepwiseLR() callback: same schedule in epochs, applied at every optimizer step",
+            )
+        )
+    if facts.device_augmentation:
+        checks.append(Check("augmentation on the device", True, "GPUAugmentation augments whole batches"))
+    elif facts.cpu_augmentation:
+        checks.append(
+            Check(
+                "augmentation on the device",
+                False if data_bound else None,
+                f"per image on CPU in DataLoader workers ({', '.join(facts.cpu_augmentation)})",
+                "feed uint8 batches (FastImageFolder) and add GPUAugmentation('trivial_augment')",
+            )
+        )
+    else:
+        checks.append(Check("augmentation on the device", None, "no augmentation found"))
+    if facts.num_workers is None:
+        checks.append(Check("DataLoader workers", None, "no training DataLoader found"))
+    else:
+        checks.append(
+            Check(
+                "DataLoader workers",
+                facts.num_workers >= min(facts.cpu_cores, 2) or not data_bound,
+                f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process",
+                f"DataLoader(num_workers={facts.cpu_cores})",
+            )
+        )
+        if facts.accelerator == "cuda":
+            checks.append(
+                Check(
+                    "pin_memory",
+                    bool(facts.pin_memory),
+                    f"pin_memory={facts.pin_memory}",
+                    "DataLoader(pin_memory=True) for asynchronous host-to-device copies",
+                )
+            )
+        if facts.num_workers > 0 and facts.epochs > 1:
+            checks.append(
+                Check(
+                    "persistent_workers",
+                    bool(facts.persistent_workers),
+                    f"persistent_workers={facts.persistent_workers}",
+                    "DataLoader(persistent_workers=True) so workers are not restarted every epoch",
+                )
+            )
+    if facts.decodes_images:
+        checks.append(
+            Check(
+                "Pillow-SIMD",
+                True if facts.pillow_simd else (False if data_bound else None),
+                "installed" if facts.pillow_simd else "stock Pillow",
+                "pip uninstall -y pillow && CC='cc -mavx2' pip install --no-binary :all: pillow-simd",
+            )
+        )
+    return checks

@@ -1,0 +1,183 @@
+"""EfficiencyReport: data-bound vs compute-bound runs, each checklist line both ways, DDP prints once."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+import lightning_efficient as le
+from lightning_efficient.functional.efficiency import RunFacts, StepTimer, checklist, verdict
+
+
+class TinyNet(pl.LightningModule):
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                                 nn.Flatten(), nn.Linear(width, 2))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class SlowDataset(Dataset):
+    """Each item takes ``delay`` seconds to 'decode': a stand-in for a slow input pipeline."""
+
+    def __init__(self, n: int, delay: float) -> None:
+        self.n, self.delay = n, delay
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return torch.zeros(3, 8, 8), i % 2
+
+
+def _fit(model, loader, report, **kw):
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report], **kw)
+    trainer.fit(model, loader)
+    return trainer
+
+
+def test_slow_loader_is_data_bound_and_the_advice_says_what_to_do(capsys):
+    report = le.EfficiencyReport(skip_first=1)
+    # 4 items x 40 ms per batch of an 8x8 image through a 1-layer net: waiting dominates by far.
+    _fit(TinyNet(), DataLoader(SlowDataset(24, 0.04), batch_size=4, num_workers=0), report)
+    s = report.summary()
+    assert s["verdict"] == "data-bound"
+    assert s["data_wait_share"] > 0.5
+    assert s["steps"] == 5 and s["samples"] == 20
+    first = report.checks[0]
+    assert first.ok is False and "waiting for data" in first.detail
+    assert "raise num_workers to" in first.advice
+    out = capsys.readouterr().out
+    assert "Efficiency report: data-bound" in out and "raise num_workers to" in out
+
+
+def test_fast_loader_is_compute_bound():
+    report = le.EfficiencyReport(skip_first=1, verbose=False)
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 3, 64, 64, generator=g), torch.randint(0, 2, (64,), generator=g))
+    _fit(TinyNet(width=64), DataLoader(data, batch_size=16), report)
+    s = report.summary()
+    assert s["verdict"] == "compute-bound"
+    assert 0.0 <= s["data_wait_share"] < 0.25
+    assert s["images_per_s"] > 0 and s["peak_memory_mb"] > 0
+    assert report.checks[0].ok is True
+
+
+def test_metrics_reach_the_logger(tmp_path):
+    report = le.EfficiencyReport(log_every_n_steps=2, skip_first=0, verbose=False)
+    data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 2, (32,)))
+    logger = pl.loggers.CSVLogger(tmp_path)
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=logger, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report])
+    trainer.fit(TinyNet(), DataLoader(data, batch_size=4))
+    text = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
+    for name in ("efficiency/images_per_s", "efficiency/data_wait_share", "efficiency/step_time_s"):
+        assert name in text
+
+
+def test_step_timer_skips_warmup_and_computes_shares():
+    t = StepTimer(skip_first=1)
+    t.add(100.0, 0.0, 100.0, 8)  # warm-up, ignored
+    t.add(1.0, 1.0, 2.0, 8)
+    t.add(1.0, 0.0, 3.0, 8)
+    assert t.steps == 2 and t.samples == 16
+    assert t.data_wait_share == pytest.approx(2 / 8)
+    assert t.transform_share == pytest.approx(1 / 8)
+    assert t.images_per_s == pytest.approx(16 / 8)
+    assert math.isnan(StepTimer().images_per_s)
+    assert verdict(0.25) == "data-bound" and verdict(0.24) == "compute-bound"
+
+
+BASE = dict(precision="bf16-mixed", recommended_precision="bf16-mixed", accelerator="cpu",
+            model_channels_last=1.0, inputs_channels_last=True, lr_per_step=True, device_augmentation=True,
+            num_workers=2, cpu_cores=2, pin_memory=True, persistent_workers=True, pillow_simd=True,
+            decodes_images=True, epochs=3)
+
+
+def _check(facts: RunFacts, practice: str, share: float = 0.05):
+    return next(c for c in checklist(facts, share) if c.practice == practice)
+
+
+@pytest.mark.parametrize(
+    "practice, bad, advice",
+    [
+        ("mixed precision", dict(precision="32-true"), "precision='bf16-mixed'"),
+        ("model channels_last", dict(model_channels_last=0.0), "ChannelsLast()"),
+        ("inputs channels_last", dict(inputs_channels_last=False), "ChannelsLast()"),
+        ("LR stepped per optimizer step", dict(lr_per_step=False), "StepwiseLR()"),
+        ("augmentation on the device", dict(device_augmentation=False, cpu_augmentation=("TrivialAugmentWide",)),
+         "GPUAugmentation"),
+        ("DataLoader workers", dict(num_workers=0), "num_workers=2"),
+        ("persistent_workers", dict(persistent_workers=False), "persistent_workers=True"),
+        ("Pillow-SIMD", dict(pillow_simd=False), "pillow-simd"),
+    ],
+)
+def test_each_checklist_line_both_ways(practice, bad, advice):
+    good = _check(RunFacts(**BASE), practice, share=0.6)
+    assert good.ok is True, good
+    failing = _check(RunFacts(**{**BASE, **bad}), practice, share=0.6)
+    assert failing.ok is False, failing
+    assert advice in failing.advice
+    assert "->" in failing.line() and failing.line().startswith("[ ]")
+
+
+def test_pin_memory_only_checked_on_cuda():
+    assert not any(c.practice == "pin_memory" for c in checklist(RunFacts(**BASE), 0.1))
+    cuda = RunFacts(**{**BASE, "accelerator": "cuda", "pin_memory": False})
+    assert _check(cuda, "pin_memory").ok is False
+
+
+def test_data_wait_line_recommends_the_right_fix():
+    facts = RunFacts(**{**BASE, "device_augmentation": False, "cpu_augmentation": ("TrivialAugmentWide",),
+                        "num_workers": 1, "cpu_cores": 6})
+    line = checklist(facts, 0.62)[0]
+    assert line.ok is False
+    assert line.detail.startswith("62% of step time is spent waiting for data")
+    assert "move augmentation to GPUAugmentation" in line.advice and "raise num_workers to 6" in line.advice
+    assert checklist(facts, 0.1)[0].ok is True
+
+
+def test_report_sees_recipe_practices(capsys):
+    data = TensorDataset(torch.randn(32, 3, 16, 16), torch.randint(0, 2, (32,)))
+    kw = le.recipe(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                   enable_progress_bar=False, enable_model_summary=False)
+    report = next(c for c in kw["callbacks"] if isinstance(c, le.EfficiencyReport))
+    pl.Trainer(**kw).fit(TinyNet(), DataLoader(data, batch_size=8))
+    checks = {c.practice: c for c in report.checks}
+    assert checks["mixed precision"].ok is True
+    assert checks["model channels_last"].ok is True
+    assert checks["inputs channels_last"].ok is True
+
+    plain = le.EfficiencyReport(verbose=False)
+    _fit(TinyNet(), DataLoader(data, batch_size=8), plain, precision="32-true")
+    checks = {c.practice: c for c in plain.checks}
+    assert checks["model channels_last"].ok is False
+    assert checks["inputs channels_last"].ok is False
+
+
+@pytest.mark.ddp
+def test_ddp_two_processes_print_one_report(capfd):
+    data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 2, (64,)))
+    report = le.EfficiencyReport(skip_first=1)
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[report])
+    trainer.fit(TinyNet(), DataLoader(data, batch_size=8))
+    out = capfd.readouterr().out
+    assert out.count("Efficiency report:") == 1
+    # 64 samples / 2 ranks / batch 8 = 4 batches per rank, first skipped: 3 x 8 x 2 ranks counted.
+    assert "48 samples" in out
