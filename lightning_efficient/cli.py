@@ -1,4 +1,4 @@
-"""``lightning-efficient`` command line: ``demo`` (the main job)."""
+"""``lightning-efficient`` command line: ``demo`` (the main job) and ``doctor`` (environment check)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
     demo.add_argument("--no-reports", action="store_true", help="do not print the two efficiency reports")
+    sub.add_parser(
+        "doctor",
+        help="check the environment (torch/CUDA/cuDNN, bf16, AMX, kornia, PIL flavour, cores) and say what to use",
+    )
     return parser
 
 
@@ -82,6 +86,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except KeyboardInterrupt:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
             return 130
+    elif args.command == "doctor":
+        from lightning_efficient.doctor import report
+
+        print(report())
     return 0
 
 

@@ -231,6 +231,11 @@ class EfficiencyReport(Callback):
         except AttributeError:
             cores = os.cpu_count() or 1
         per_process = max(1, cores // max(1, trainer.num_devices))
+        from lightning_efficient.data.loader import suggest_loader_kwargs
+
+        suggested = suggest_loader_kwargs(
+            processes_per_node=max(1, trainer.num_devices), cpus=cores, cuda=accelerator == "cuda"
+        ).kwargs["num_workers"]
         return RunFacts(
             precision=str(trainer.precision),
             recommended_precision=recommended_precision(
@@ -244,6 +249,7 @@ class EfficiencyReport(Callback):
             cpu_augmentation=_cpu_augmentations(dataset),
             num_workers=loader.num_workers if loader is not None else None,
             cpu_cores=per_process,
+            suggested_workers=suggested,
             pin_memory=loader.pin_memory if loader is not None else None,
             persistent_workers=loader.persistent_workers if loader is not None else None,
             pillow_simd=".post" in PIL.__version__,

@@ -133,6 +133,8 @@ class RunFacts:
         cpu_augmentation: names of per-image torchvision augmentations found in the training dataset.
         num_workers: the training DataLoader's workers (None: unknown).
         cpu_cores: CPU cores available to each process.
+        suggested_workers: DataLoader workers to recommend (default: ``cpu_cores``); the callback takes it from
+            :func:`~lightning_efficient.data.loader.suggest_loader_kwargs`.
         pin_memory, persistent_workers: the training DataLoader's settings (None: unknown).
         pillow_simd: whether the installed PIL is Pillow-SIMD.
         decodes_images: whether the training dataset decodes image files (ImageFolder-like).
@@ -148,6 +150,7 @@ class RunFacts:
     cpu_augmentation: tuple[str, ...] = ()
     num_workers: Optional[int] = None
     cpu_cores: int = 1
+    suggested_workers: Optional[int] = None
     pin_memory: Optional[bool] = None
     persistent_workers: Optional[bool] = None
     pillow_simd: bool = False
@@ -176,13 +179,14 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     bound = verdict(data_wait_share)
     data_bound = bound == "data-bound"
     pct = f"{100 * data_wait_share:.0f}%" if not math.isnan(data_wait_share) else "?"
+    workers = facts.suggested_workers if facts.suggested_workers is not None else facts.cpu_cores
     checks = []
 
     fixes = []
     if facts.cpu_augmentation and not facts.device_augmentation:
         fixes.append("move augmentation to GPUAugmentation")
-    if facts.num_workers is not None and facts.num_workers < facts.cpu_cores:
-        fixes.append(f"raise num_workers to {facts.cpu_cores}")
+    if facts.num_workers is not None and facts.num_workers < workers:
+        fixes.append(f"raise num_workers to {workers}")
     if facts.decodes_images and not facts.pillow_simd:
         fixes.append("decode with FastImageFolder (reduced-size JPEG decode) or install Pillow-SIMD")
     if not fixes:
@@ -259,9 +263,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
         checks.append(
             Check(
                 "DataLoader workers",
-                facts.num_workers >= min(facts.cpu_cores, 2) or not data_bound,
+                facts.num_workers >= workers or not data_bound,
                 f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process",
-                f"DataLoader(num_workers={facts.cpu_cores})",
+                f"DataLoader(num_workers={workers})",
             )
         )
         if facts.accelerator == "cuda":

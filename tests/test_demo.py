@@ -1,0 +1,154 @@
+"""The main job: `lightning-efficient demo`, its bad-input errors, and the pieces it is made of."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from lightning_efficient.cli import main
+from lightning_efficient.demo import balanced_subset, check_data, digits_imagefolder, format_table
+
+
+def _image_folder(root: Path, classes=("a", "b"), per_class=3, splits=("train", "val")) -> Path:
+    for split in splits:
+        for c in classes:
+            (root / split / c).mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                Image.new("RGB", (40, 30), (i * 40, 100, 200)).save(root / split / c / f"{i}.jpg")
+    return root
+
+
+def _run_cli(capsys, *args):
+    code = main(["demo", "--no-progress", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "make, expect",
+    [
+        (lambda p: p / "nope", "no such folder"),
+        (lambda p: (p / "x").mkdir() or (p / "x"), "train: missing"),
+        (lambda p: ((p / "d" / "train").mkdir(parents=True), (p / "d" / "val").mkdir())[0] or (p / "d"),
+         "no class folders"),
+        (lambda p: _image_folder(p / "d", per_class=0), "empty split"),
+    ],
+    ids=["missing", "no-splits", "no-classes", "empty-split"],
+)
+def test_bad_data_gives_one_line_and_exit_2(tmp_path, capsys, make, expect):
+    root = make(tmp_path)
+    code, out, err = _run_cli(capsys, "--data", str(root))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert expect in lines[0] and str(tmp_path) in lines[0]
+    assert "Traceback" not in err + out
+
+
+def test_unreadable_image_is_named(tmp_path, capsys):
+    root = _image_folder(tmp_path / "d")
+    bad = root / "train" / "b" / "broken.jpg"
+    bad.write_bytes(b"this is not a jpeg")
+    code, out, err = _run_cli(capsys, "--data", str(root), "--batch-size", "2")
+    assert code == 2
+    assert str(bad) in err and "unreadable image" in err and "delete or replace" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_truncated_jpeg_is_named(tmp_path, capsys, hymenoptera):
+    root = _image_folder(tmp_path / "d")
+    real = sorted((hymenoptera / "train" / "bees").glob("*.jpg"))[0].read_bytes()
+    bad = root / "val" / "a" / "cut.jpg"
+    bad.write_bytes(real[: len(real) // 3])
+    code, _, err = _run_cli(capsys, "--data", str(root), "--batch-size", "2")
+    assert code == 2 and str(bad) in err
+
+
+def test_mismatched_classes(tmp_path, capsys):
+    root = _image_folder(tmp_path / "d")
+    shutil.rmtree(root / "val" / "b")
+    code, _, err = _run_cli(capsys, "--data", str(root))
+    assert code == 2 and "different class folders" in err
+
+
+def test_too_few_images_for_one_batch(tmp_path, capsys):
+    root = _image_folder(tmp_path / "d", per_class=2)
+    code, _, err = _run_cli(capsys, "--data", str(root), "--batch-size", "32")
+    assert code == 2 and "less than one batch" in err
+
+
+def test_bad_flags_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--epochs", "0"])
+    assert e.value.code == 2
+    assert "--epochs: expected a positive int" in capsys.readouterr().err
+
+
+@given(
+    targets=st.lists(st.integers(0, 4), min_size=1, max_size=200),
+    n=st.integers(0, 250),
+    seed=st.integers(0, 10),
+)
+@settings(max_examples=60, deadline=None)
+def test_balanced_subset_properties(targets, n, seed):
+    idx = balanced_subset(targets, n, seed)
+    assert idx == sorted(set(idx))
+    assert len(idx) == (len(targets) if n <= 0 or n >= len(targets) else n)
+    assert idx == balanced_subset(targets, n, seed)
+    counts = Counter(targets[i] for i in idx)
+    available = Counter(targets)
+    # Balanced: a class gets fewer than another only when it ran out of images.
+    for c, k in counts.items():
+        for d in available:
+            if counts.get(d, 0) < k - 1:
+                assert counts.get(d, 0) == available[d]
+
+
+def test_digits_fallback_is_a_real_imagefolder(tmp_path):
+    pytest.importorskip("sklearn")
+    root = digits_imagefolder(tmp_path, size=32)
+    assert check_data(root) == root
+    train = sorted(p for p in (root / "train").rglob("*.png"))
+    val = sorted(p for p in (root / "val").rglob("*.png"))
+    assert len(train) + len(val) == 1797 and len(val) == 1797 // 5
+    assert sorted(d.name for d in (root / "train").iterdir()) == [str(i) for i in range(10)]
+    with Image.open(train[0]) as img:
+        assert img.size == (32, 32) and img.mode == "RGB"
+
+
+def test_format_table_has_ratios():
+    base = dict(wall_time_s=100.0, images_per_s=50.0, data_wait_share=0.5, val_top1=0.4, peak_memory_mb=1000.0,
+                precision="32-true")
+    eff = dict(wall_time_s=50.0, images_per_s=125.0, data_wait_share=0.1, val_top1=0.42, peak_memory_mb=900.0,
+               precision="bf16-mixed")
+    table = format_table({"baseline": base, "efficient": eff})
+    assert "2.50x" in table and "0.50x" in table and "bf16-mixed" in table
+    assert len(table.splitlines()) == 7
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
+    out = tmp_path / "demo.json"
+    cmd = [sys.executable, "-m", "lightning_efficient", "demo", "--data", str(hymenoptera), "--train-images", "48",
+           "--val-images", "16", "--image-size", "32", "--batch-size", "16", "--epochs", "1", "--workers", "1",
+           "--no-progress", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "efficient/baseline" in proc.stdout and "val top-1" in proc.stdout
+    payload = json.loads(out.read_text())
+    assert payload["train_images"] == 48 and payload["val_images"] == 16
+    for side in ("baseline", "efficient"):
+        r = payload["results"][side]
+        assert r["images_per_s"] > 0 and 0 <= r["val_top1"] <= 1 and r["peak_memory_mb"] > 0
+        assert 0 <= r["data_wait_share"] <= 1
+    assert payload["results"]["baseline"]["precision"] == "32-true"
+    assert set(payload["ratios"]) >= {"wall_time_s", "images_per_s", "val_top1"}
