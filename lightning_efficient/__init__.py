@@ -20,9 +20,12 @@ Public API:
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
-from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
+from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
+from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
+from lightning_efficient.data.loader import suggest_loader_kwargs
+from lightning_efficient.functional.augment import preview
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
 
@@ -33,10 +36,16 @@ __all__ = [
     "EfficiencyReport",
     "FastImageFolder",
     "GPUAugmentation",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "ImageDecodeError",
     "StepwiseLR",
     "explain_precision",
+    "pil_flavour",
+    "preview",
     "recipe",
     "recommended_precision",
+    "suggest_loader_kwargs",
     "uint8_collate",
     "__version__",
 ]

@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -219,7 +217,15 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     from torch.utils.data import DataLoader, Subset
     from torchvision import datasets, transforms
 
-    from lightning_efficient import EfficiencyReport, FastImageFolder, GPUAugmentation, recipe, uint8_collate
+    from lightning_efficient import (
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        EfficiencyReport,
+        FastImageFolder,
+        GPUAugmentation,
+        recipe,
+        uint8_collate,
+    )
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     root = Path(cfg.data)

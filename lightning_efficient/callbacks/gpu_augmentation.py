@@ -1,7 +1,295 @@
-"""GPUAugmentation callback (STUB: being implemented)."""
+"""``GPUAugmentation``: per-sample augmentation of training batches after they reach the device."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import pytorch_lightning as pl
+import torch
 from pytorch_lightning import Callback
+from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from torch import Tensor
+
+from lightning_efficient._batch_hooks import ORDER_AUGMENTATION, add_batch_transform, remove_batch_transform
+from lightning_efficient.functional.augment import build_augmentation, normalize, preview, to_float
+
+__all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+#: ImageNet channel statistics in ``[0, 1]`` units (torchvision's reference training scripts).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+_NAME = "gpu_augmentation"
+_PRECISION_DTYPES = {
+    "bf16-true": torch.bfloat16,
+    "16-true": torch.float16,
+    "64-true": torch.float64,
+    "transformer-engine": torch.bfloat16,
+}
+_SEED_MIX = 0x9E3779B97F4A7C15
 
 
 class GPUAugmentation(Callback):
-    def __init__(self, augmentation="trivial_augment", **kwargs):
+    r"""Convert, augment and normalise image batches on the device, per sample, inside ``on_after_batch_transfer``.
+
+    What happens to each batch (after the user's own ``on_after_batch_transfer``; see
+    ``lightning_efficient._batch_hooks``), under ``torch.no_grad()`` and outside autocast:
+
+    1. **every stage** (train, validation, test, predict, sanity check): the image tensor ``[B, C, H, W]`` is
+       converted to float32 in ``[0, 1]`` (``uint8`` is divided by 255; float input is taken as already in
+       ``[0, 1]``);
+    2. **training batches only** (``trainer.training and not trainer.sanity_checking``): the augmentation runs,
+       with random parameters drawn per image;
+    3. **every stage**: optional normalisation ``(x - mean) / std`` and a cast to the Trainer's precision dtype
+       (``bfloat16`` for ``"bf16-true"``, ``float16`` for ``"16-true"``, ``float64`` for ``"64-true"``, else float32;
+       ``*-mixed`` precisions keep float32 and autocast does the rest).
+
+    Steps 1 and 3 run for validation/test/predict too, so a model trained on normalised floats is never fed raw
+    ``uint8`` at evaluation. Do not normalise in the dataset as well.
+
+    Built-in presets (``lightning_efficient.functional.augment``) draw parameters per sample and apply all
+    geometric operations of a batch in one Kornia ``warp_affine``:
+
+    - ``"trivial_augment"``: TrivialAugmentWide (Müller & Hutter 2021; torchvision's operation set and ranges);
+    - ``"rand_augment"``: RandAugment (Cubuk et al. 2020; torchvision defaults ``num_ops=2, magnitude=9``);
+    - ``"imagenet"``: RandomResizedCrop + horizontal flip (option ``size=`` to change the output size);
+    - ``"cifar"``: pad-4-and-crop + horizontal flip.
+
+    Any callable or ``nn.Module`` (e.g. ``kornia.augmentation.AugmentationSequential``) taking and returning a
+    float ``[B, C, H, W]`` batch in ``[0, 1]`` works too. The callback holds it (it is never a submodule of the
+    LightningModule) and freezes its parameters, so nothing of the augmentation reaches ``model.parameters()``,
+    the optimizer, ``state_dict()`` or checkpoints. Note Kornia's ``auto`` policies choose one operation per
+    batch; the presets here choose per image.
+
+    Randomness: presets draw from the callback's own ``torch.Generator`` on the batch's device, seeded from
+    ``seed`` (or, when ``None``, from ``torch.initial_seed()``, which ``seed_everything`` sets) plus the global
+    rank. Runs are therefore reproducible under ``seed_everything``, DDP ranks draw differently even though
+    ``seed_everything`` gives every rank the same global seed (``workers=True`` only changes DataLoader worker
+    seeds), and the global RNG (dropout, ...) is not consumed. Custom callables draw from the global RNG inside
+    :func:`torch.random.fork_rng`, seeded per call from the callback's generator, so the same properties hold
+    for them. The generator state is saved in checkpoints (``state_dict``).
+
+    Args:
+        augmentation: preset name (see above), callable / ``nn.Module``, or ``None`` to only convert and normalise.
+        mean: per-channel means in ``[0, 1]`` units, e.g. :data:`IMAGENET_MEAN`; ``None`` skips normalisation.
+        std: per-channel standard deviations in ``[0, 1]`` units; given together with ``mean``.
+        image_key: where the image tensor is in a batch: an index for tuple/list batches (default ``0``, as in
+            ``(images, targets)``), a key for dict batches (e.g. ``"image"``). A bare tensor batch is the image.
+        mask_key: index/key of optional segmentation masks ``[B, H, W]`` or ``[B, K, H, W]`` (any dtype). They get the
+            same geometric transform with nearest interpolation, keep dtype and label values, and are not
+            normalised.
+        seed: base seed of the callback's generator; ``None`` derives it from ``torch.initial_seed()``.
+        log_images: log a grid of the first augmented training batch (up to 16 images, before normalisation)
+            to the Trainer's logger at the first training step (TensorBoard ``add_image``; other loggers: skipped
+            with an info message).
+        **augmentation_kwargs: options of the preset, e.g. ``num_ops=2, magnitude=9`` (``"rand_augment"``),
+            ``size=224`` (``"imagenet"``), ``interpolation="bilinear"``.
+
+    Raises:
+        ValueError: unknown preset or preset option, ``mean`` without ``std`` (or vice versa), non-positive ``std``,
+            or at run time a batch without an image tensor at ``image_key`` or with a channel count that does not
+            match ``mean``/``std``.
+        TypeError: ``augmentation`` neither a string nor callable; images not ``uint8``/floating.
+
+    Example::
+
+        from lightning_efficient import GPUAugmentation
+        from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD
+
+        trainer = pl.Trainer(callbacks=[GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)])
+    """
+
+    def __init__(
+        self,
+        augmentation: Union[str, Callable[..., Any], None] = "trivial_augment",
+        *,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
+        image_key: Union[int, str] = 0,
+        mask_key: Union[int, str, None] = None,
+        seed: Optional[int] = None,
+        log_images: bool = False,
+        **augmentation_kwargs: Any,
+    ) -> None:
+        if (mean is None) != (std is None):
+            raise ValueError("Give both `mean` and `std` (in [0, 1] units) to normalise, or neither.")
+        if std is not None and any(float(s) <= 0 for s in torch.as_tensor(std).flatten().tolist()):
+            raise ValueError(f"`std` values must be positive, got {std}.")
+        if mask_key is not None and mask_key == image_key:
+            raise ValueError(f"`mask_key` and `image_key` are both {image_key!r}; they must differ.")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"`seed` must be an int or None, got {seed!r}.")
         self.augmentation = augmentation
+        self._augment = None if augmentation is None else build_augmentation(augmentation, **augmentation_kwargs)
+        self.mean = None if mean is None else tuple(float(m) for m in torch.as_tensor(mean).flatten().tolist())
+        self.std = None if std is None else tuple(float(s) for s in torch.as_tensor(std).flatten().tolist())
+        self.image_key = image_key
+        self.mask_key = mask_key
+        self.seed = seed
+        self.log_images = log_images
+        self._trainer: Optional[pl.Trainer] = None
+        self._owner: Any = None
+        self._base_seed: Optional[int] = None
+        self._generators: dict[str, torch.Generator] = {}
+        self._pending_states: dict[str, Tensor] = {}
+        self._logged = False
+
+    # ---------------------------------------------------------------------------------------------- Lightning
+    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        self._trainer = trainer
+        base = self.seed if self.seed is not None else torch.initial_seed()
+        self._base_seed = (int(base) * _SEED_MIX + 1_000_003 * (trainer.global_rank + 1)) % (2**63)
+        self._generators = {}
+        self._logged = False
+        self._owner = add_batch_transform(trainer, pl_module, _NAME, self._transform, ORDER_AUGMENTATION)
+
+    def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        remove_batch_transform(self._owner, _NAME)
+        self._owner = None
+        self._trainer = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Generator states per device (``uint8`` CPU tensors), so a resumed run continues the random stream."""
+        return {"generator_states": {dev: g.get_state() for dev, g in self._generators.items()}}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending_states = dict(state_dict.get("generator_states", {}))
+        for dev, g in self._generators.items():
+            if dev in self._pending_states:
+                g.set_state(self._pending_states.pop(dev))
+
+    # ------------------------------------------------------------------------------------------------ batches
+    def generator(self, device: torch.device) -> torch.Generator:
+        """The callback's generator on ``device`` (created and seeded on first use)."""
+        key = str(device)
+        g = self._generators.get(key)
+        if g is None:
+            g = torch.Generator(device=device)
+            base = self._base_seed
+            if base is None:  # used outside a Trainer
+                base = int(self.seed if self.seed is not None else torch.initial_seed()) * _SEED_MIX % (2**63)
+            g.manual_seed(base)
+            if key in self._pending_states:
+                g.set_state(self._pending_states.pop(key))
+            self._generators[key] = g
+        return g
+
+    def _should_augment(self) -> bool:
+        t = self._trainer
+        return self._augment is not None and t is not None and t.training and not t.sanity_checking
+
+    def _output_dtype(self) -> torch.dtype:
+        t = self._trainer
+        precision = str(getattr(t, "precision", "32-true")) if t is not None else "32-true"
+        return _PRECISION_DTYPES.get(precision, torch.float32)
+
+    def _transform(self, batch: Any, dataloader_idx: int = 0) -> Any:
+        return self.process(batch, augment=self._should_augment(), dtype=self._output_dtype())
+
+    def process(self, batch: Any, *, augment: bool = True, dtype: torch.dtype = torch.float32) -> Any:
+        """What the callback does to one batch: convert, optionally augment, normalise, cast.
+
+        Args:
+            batch: a tensor ``[B, C, H, W]``, a tuple/list or a dict holding it at ``image_key`` (and masks at
+                ``mask_key``). Other entries are passed through unchanged.
+            augment: apply the augmentation (the callback passes ``True`` for training batches only).
+            dtype: floating dtype of the returned images.
+
+        Returns:
+            A batch of the same structure (tuples stay tuples, namedtuples stay namedtuples, dicts keep their
+            class), with the image tensor replaced by a ``dtype`` tensor ``[B, C, H', W']`` (``H', W'`` differ from
+            the input only for the ``"imagenet"`` preset with ``size=``), and masks replaced when augmented.
+
+        Raises:
+            ValueError: no image tensor at ``image_key``, or a channel count that does not match ``mean``/``std``.
+        """
+        with torch.no_grad():
+            images = self._get(batch, self.image_key, "image_key")
+            masks = self._get(batch, self.mask_key, "mask_key") if self.mask_key is not None else None
+            x = to_float(images)
+            if augment and self._augment is not None:
+                g = self.generator(x.device)
+                if callable(self.augmentation) and not isinstance(self.augmentation, str):
+                    seed = int(torch.randint(2**62, (1,), generator=g, device=g.device).item())
+                    devices = [x.device] if x.device.type == "cuda" else []
+                    with torch.random.fork_rng(devices=devices, device_type=x.device.type if devices else "cuda"):
+                        torch.manual_seed(seed)
+                        out = self._augment(x, masks, None)
+                else:
+                    out = self._augment(x, masks, g)
+                if masks is not None:
+                    x, masks = out
+                else:
+                    x = out
+                if not isinstance(x, Tensor) or x.ndim != 4:
+                    raise TypeError(f"The augmentation must return a [B, C, H, W] tensor, got {type(x).__name__}"
+                                    f"{'' if not isinstance(x, Tensor) else ' of shape ' + str(tuple(x.shape))}.")
+                x = x.float()
+                self._maybe_log(x)
+            if self.mean is not None:
+                x = normalize(x, self.mean, self.std)
+            x = x.to(dtype)
+            batch = self._put(batch, self.image_key, x)
+            if masks is not None:
+                batch = self._put(batch, self.mask_key, masks)
+            return batch
+
+    def _get(self, batch: Any, key: Union[int, str], what: str) -> Tensor:
+        if isinstance(batch, Tensor) and what == "image_key":
+            value = batch
+        elif isinstance(batch, Mapping):
+            if key not in batch:
+                raise ValueError(f"GPUAugmentation: the batch dict has no {key!r} (keys: {sorted(map(str, batch))}); "
+                                 f"set `{what}=` to the key of the {'images' if what == 'image_key' else 'masks'}.")
+            value = batch[key]
+        elif isinstance(batch, (tuple, list)):
+            if not isinstance(key, int) or not -len(batch) <= key < len(batch):
+                raise ValueError(f"GPUAugmentation: `{what}={key!r}` is not a valid index into a batch of "
+                                 f"{len(batch)} items; set `{what}=` to the position of the tensor.")
+            value = batch[key]
+        else:
+            raise ValueError(f"GPUAugmentation: cannot find images in a batch of type {type(batch).__name__}; "
+                             "use a tensor, a tuple/list or a dict batch with `image_key=`.")
+        if not isinstance(value, Tensor) or value.ndim != 4 and what == "image_key":
+            shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise ValueError(f"GPUAugmentation: batch[{key!r}] must be an image tensor [B, C, H, W], got {shape}; "
+                             f"set `{what}=` to where the images are.")
+        return value
+
+    @staticmethod
+    def _put(batch: Any, key: Union[int, str], value: Tensor) -> Any:
+        if isinstance(batch, Tensor):
+            return value
+        if isinstance(batch, Mapping):
+            new = copy.copy(batch)
+            new[key] = value
+            return new
+        items = list(batch)
+        items[key] = value
+        if isinstance(batch, list):
+            return items
+        if hasattr(batch, "_fields"):  # namedtuple
+            return type(batch)(*items)
+        return type(batch)(items)
+
+    def _maybe_log(self, x: Tensor) -> None:
+        if not self.log_images or self._logged or self._trainer is None:
+            return
+        self._logged = True
+        trainer = self._trainer
+        logger = trainer.logger
+        experiment = getattr(logger, "experiment", None) if logger is not None else None
+        if experiment is None or not hasattr(experiment, "add_image"):
+            rank_zero_info(
+                f"GPUAugmentation(log_images=True): logger {type(logger).__name__} cannot log images "
+                "(needs TensorBoard's `add_image`); skipped. Use `preview()` in a notebook instead."
+            )
+            return
+        if trainer.global_rank != 0:
+            return
+        try:
+            grid = preview(x[:16].detach(), lambda t: t, nrow=8)
+            experiment.add_image("gpu_augmentation/train_batch", grid, global_step=trainer.global_step)
+        except Exception as err:  # logging must never break training
+            rank_zero_warn(f"GPUAugmentation could not log images: {err}")

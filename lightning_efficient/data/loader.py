@@ -1,0 +1,122 @@
+"""Suggested ``torch.utils.data.DataLoader`` keyword arguments for ``uint8`` image loading, with reasons."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["LoaderSettings", "available_cpus", "suggest_loader_kwargs"]
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on (``os.sched_getaffinity`` where available, else ``os.cpu_count``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """``kwargs`` to pass to ``DataLoader(dataset, batch_size=..., shuffle=..., **kwargs)`` and why.
+
+    Attributes:
+        kwargs: ``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor`` and ``collate_fn``.
+        reasons: one sentence per key explaining the value.
+    """
+
+    kwargs: dict[str, Any]
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{k}={self.kwargs[k]!r}: {self.reasons.get(k, '')}" for k in self.kwargs)
+
+
+def suggest_loader_kwargs(
+    *,
+    processes_per_node: int = 1,
+    cpus: int | None = None,
+    cuda: bool | None = None,
+    max_workers: int = 16,
+    uint8: bool = True,
+) -> LoaderSettings:
+    """Suggest DataLoader settings for decoding images on the CPU and training on an accelerator.
+
+    Rules (rules of thumb from the PyTorch performance tuning guide and Lightning's DataLoader warnings):
+
+    * ``num_workers = min(max_workers, cpus // processes_per_node - 1)``: one core per training process stays free
+      for the main process (it runs the training loop and collation hand-off); 0 when a process has < 2 cores
+      (workers would only compete with the main process).
+    * ``pin_memory = cuda``: page-locked host buffers make host-to-GPU copies faster and allow non-blocking
+      transfer; useless (and it costs locked RAM) without CUDA.
+    * ``persistent_workers = num_workers > 0``: keep workers (and their decoded-file caches, open handles, RNG
+      streams) across epochs instead of re-forking them every epoch.
+    * ``prefetch_factor = 2`` batches per worker (PyTorch's default) when workers are used, ``None`` otherwise (the
+      DataLoader rejects a prefetch factor with ``num_workers=0``).
+    * ``collate_fn = uint8_collate`` when ``uint8`` (the dataset yields ``uint8`` tensors; see
+      :func:`~lightning_efficient.data.folder.uint8_collate`).
+
+    Args:
+        processes_per_node: training processes sharing this machine's cores (e.g. DDP devices per node), >= 1.
+        cpus: cores available; default :func:`available_cpus`.
+        cuda: whether batches go to a CUDA device; default ``torch.cuda.is_available()``.
+        max_workers: upper bound on workers per process, >= 0.
+        uint8: include ``collate_fn=uint8_collate``.
+
+    Returns:
+        :class:`LoaderSettings` with ``kwargs`` and ``reasons``.
+
+    Raises:
+        ValueError: ``processes_per_node < 1``, ``cpus < 1`` or ``max_workers < 0``.
+
+    Example::
+
+        settings = suggest_loader_kwargs(processes_per_node=trainer.num_devices)
+        print(settings)  # one line per setting with its reason
+        loader = DataLoader(FastImageFolder(root), batch_size=256, shuffle=True, **settings.kwargs)
+    """
+    if not isinstance(processes_per_node, int) or processes_per_node < 1:
+        raise ValueError(f"processes_per_node must be an int >= 1, got {processes_per_node!r}.")
+    if cpus is None:
+        cpus = available_cpus()
+    if not isinstance(cpus, int) or cpus < 1:
+        raise ValueError(f"cpus must be an int >= 1, got {cpus!r}.")
+    if not isinstance(max_workers, int) or max_workers < 0:
+        raise ValueError(f"max_workers must be an int >= 0, got {max_workers!r}.")
+    if cuda is None:
+        cuda = torch.cuda.is_available()
+
+    per_process = cpus // processes_per_node
+    num_workers = min(max_workers, per_process - 1) if per_process >= 2 else 0
+    kwargs: dict[str, Any] = {
+        "num_workers": num_workers,
+        "pin_memory": bool(cuda),
+        "persistent_workers": num_workers > 0,
+        "prefetch_factor": 2 if num_workers > 0 else None,
+    }
+    reasons = {
+        "num_workers": (
+            f"{cpus} cores / {processes_per_node} process(es) = {per_process} per process; one stays with the main "
+            f"process" + (f", capped at max_workers={max_workers}" if per_process - 1 > max_workers else "")
+            + ("" if num_workers else "; fewer than 2 cores per process, so decode in the main process")
+            + "."
+        ),
+        "pin_memory": "CUDA available: pinned buffers speed up host-to-device copies."
+        if cuda
+        else "no CUDA: pinning would only lock RAM.",
+        "persistent_workers": "keep workers alive across epochs (no re-fork per epoch)."
+        if num_workers
+        else "no workers to keep.",
+        "prefetch_factor": "2 batches in flight per worker (PyTorch default)."
+        if num_workers
+        else "must be None when num_workers=0.",
+    }
+    if uint8:
+        from lightning_efficient.data.folder import uint8_collate
+
+        kwargs["collate_fn"] = uint8_collate
+        reasons["collate_fn"] = "stacks uint8 [3, H, W] images into uint8 [B, 3, H, W] and int64 targets."
+    return LoaderSettings(kwargs, reasons)

@@ -1,0 +1,360 @@
+"""Functional core of GPUAugmentation: per-sample policies, torchvision equivalence, masks, presets."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torchvision.transforms.v2 import functional as F
+
+from lightning_efficient.functional import augment as A
+from lightning_efficient.functional.augment import OPS, PolicyParams
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def real_image() -> torch.Tensor:
+    """One imagenette JPEG as ``uint8 [1, 3, 224, 224]``."""
+    import numpy as np
+    from PIL import Image
+
+    folder = DATA / "imagenette" / "train"
+    if not folder.is_dir():
+        pytest.skip(f"reference data {folder} is absent")
+    path = sorted(p for p in folder.rglob("*") if p.suffix.lower() in {".jpeg", ".jpg"})[0]
+    with Image.open(path) as img:
+        return torch.from_numpy(np.asarray(img.convert("RGB")).copy()).permute(2, 0, 1)[None].contiguous()
+
+
+def _synthetic(b: int = 4, c: int = 3, h: int = 24, w: int = 20, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (b, c, h, w), dtype=torch.uint8, generator=g)
+
+
+def _params(op: str, magnitude: float, b: int = 1) -> PolicyParams:
+    return PolicyParams(
+        ops=torch.full((b, 1), OPS.index(op), dtype=torch.long), magnitudes=torch.full((b, 1), float(magnitude))
+    )
+
+
+def _torchvision(op: str, m: float, x: torch.Tensor, x_uint8: torch.Tensor) -> torch.Tensor:
+    """torchvision v2's TrivialAugmentWide `_apply_image_or_video_transform` calls, on the float image."""
+    nearest = F.InterpolationMode.NEAREST
+    if op == "ShearX":
+        return F.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[math.degrees(math.atan(m)), 0.0],
+                        interpolation=nearest, center=[0, 0])
+    if op == "ShearY":
+        return F.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[0.0, math.degrees(math.atan(m))],
+                        interpolation=nearest, center=[0, 0])
+    if op == "TranslateX":
+        return F.affine(x, angle=0.0, translate=[int(m), 0], scale=1.0, shear=[0.0, 0.0], interpolation=nearest)
+    if op == "TranslateY":
+        return F.affine(x, angle=0.0, translate=[0, int(m)], scale=1.0, shear=[0.0, 0.0], interpolation=nearest)
+    if op == "Rotate":
+        return F.rotate(x, m, interpolation=nearest)
+    if op == "Brightness":
+        return F.adjust_brightness(x, 1.0 + m)
+    if op == "Color":
+        return F.adjust_saturation(x, 1.0 + m)
+    if op == "Contrast":
+        return F.adjust_contrast(x, 1.0 + m)
+    if op == "Sharpness":
+        return F.adjust_sharpness(x, 1.0 + m)
+    if op == "Posterize":  # the uint8 semantics (what TrivialAugmentWide does on uint8 tensors / PIL)
+        return F.posterize(x_uint8, int(m)).float() / 255.0
+    if op == "Solarize":
+        return F.solarize(x, m)
+    if op == "AutoContrast":
+        return F.autocontrast(x)
+    if op == "Equalize":
+        return F.equalize(x)
+    assert op == "Identity"
+    return x
+
+
+OP_CASES = [
+    ("Identity", 0.0),
+    ("ShearX", 0.5), ("ShearX", -0.3), ("ShearY", 0.66), ("ShearY", -0.99),
+    ("TranslateX", 12.7), ("TranslateX", -20.2), ("TranslateY", 9.0), ("TranslateY", -31.0),
+    ("Rotate", 30.0), ("Rotate", -100.0),
+    ("Brightness", 0.5), ("Brightness", -0.5), ("Color", 0.7), ("Color", -0.9),
+    ("Contrast", 0.5), ("Contrast", -0.6), ("Sharpness", 0.8), ("Sharpness", -0.8),
+    ("Posterize", 3), ("Posterize", 6), ("Solarize", 0.5), ("Solarize", 0.1),
+    ("AutoContrast", 0.0), ("Equalize", 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("op,m", OP_CASES)
+def test_each_op_matches_torchvision_on_a_real_image(real_image, op, m):
+    x = real_image.float() / 255.0
+    ours = A.apply_policy(x, _params(op, m))
+    ref = _torchvision(op, m, x, real_image)
+    assert ours.shape == ref.shape and ours.dtype == torch.float32
+    diff = (ours - ref).abs()
+    assert diff.max().item() < 1e-5, f"{op}({m}): max abs difference {diff.max().item()}"
+    if op != "Identity":
+        assert not torch.equal(ours, x), f"{op}({m}) left the image unchanged"
+
+
+def test_mixed_batch_equals_per_image_application(real_image):
+    """Applying a batch with different ops per sample equals applying each image on its own."""
+    x = (real_image.float() / 255.0).repeat(len(OP_CASES), 1, 1, 1)
+    params = PolicyParams(
+        ops=torch.tensor([[OPS.index(op)] for op, _ in OP_CASES]),
+        magnitudes=torch.tensor([[float(m)] for _, m in OP_CASES]),
+    )
+    out = A.apply_policy(x, params)
+    for i, (op, m) in enumerate(OP_CASES):
+        single = A.apply_policy(x[i : i + 1], _params(op, m))
+        torch.testing.assert_close(out[i : i + 1], single, atol=1e-6, rtol=0)
+
+
+def test_trivial_augment_is_per_sample():
+    x = _synthetic(1, h=32, w=32).expand(64, -1, -1, -1).contiguous()
+    g = torch.Generator().manual_seed(0)
+    params = A.sample_trivial_augment(64, generator=g)
+    out = A.apply_trivial_augment(x, params)
+    ops_used = set(params.ops.flatten().tolist())
+    assert len(ops_used) >= 8, ops_used  # 64 draws from 14 ops
+    distinct = {tuple(o.flatten()[:64].tolist()) for o in (out * 255).round().to(torch.uint8)}
+    assert len(distinct) >= 30
+    # signed magnitudes come in both signs; unsigned never negative
+    unsigned = torch.tensor([op in ("Identity", "Posterize", "Solarize", "AutoContrast", "Equalize") for op in OPS])
+    assert (params.magnitudes[unsigned[params.ops]] >= 0).all()
+    assert (params.magnitudes < 0).any()
+
+
+def test_sampled_magnitudes_are_torchvisions_values():
+    g = torch.Generator().manual_seed(1)
+    p = A.sample_trivial_augment(4000, generator=g)
+    ops, mags = p.ops[:, 0], p.magnitudes[:, 0]
+    for name, hi in [("ShearX", 0.99), ("TranslateY", 32.0), ("Rotate", 135.0), ("Contrast", 0.99)]:
+        sel = mags[ops == OPS.index(name)]
+        bins = torch.linspace(0.0, hi, 31)
+        assert torch.isclose(sel.abs()[:, None], bins[None]).any(1).all()
+        assert (sel < 0).any() and (sel > 0).any()  # randomly signed
+    post = mags[ops == OPS.index("Posterize")]
+    assert set(post.long().tolist()) <= set(range(2, 9)) and post.min() >= 2
+    sol = mags[ops == OPS.index("Solarize")]
+    assert (sol >= 0).all() and (sol <= 1).all()
+    for name in ("Identity", "AutoContrast", "Equalize"):
+        assert (mags[ops == OPS.index(name)] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "fn", [A.trivial_augment, A.rand_augment, A.imagenet_augment, A.cifar_augment], ids=lambda f: f.__name__
+)
+@pytest.mark.parametrize("b,c", [(1, 3), (5, 3), (3, 1)])
+def test_uint8_in_float_out_range_shape(fn, b, c):
+    x = _synthetic(b, c)
+    out = fn(x, generator=torch.Generator().manual_seed(2))
+    assert out.dtype == torch.float32 and out.shape == x.shape
+    assert out.min() >= 0 and out.max() <= 1
+    # float input keeps its dtype
+    out64 = fn(x.double() / 255, generator=torch.Generator().manual_seed(2))
+    assert out64.dtype == torch.float64
+
+
+def test_reproducible_with_generator_and_global_seed():
+    x = _synthetic(16)
+    a = A.trivial_augment(x, generator=torch.Generator().manual_seed(5))
+    b = A.trivial_augment(x, generator=torch.Generator().manual_seed(5))
+    c = A.trivial_augment(x, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    torch.manual_seed(3)
+    d = A.rand_augment(x)
+    torch.manual_seed(3)
+    assert torch.equal(d, A.rand_augment(x))
+
+
+def test_rand_augment_draws_num_ops_per_sample():
+    p = A.sample_rand_augment(32, 20, 30, num_ops=3, magnitude=30, generator=torch.Generator().manual_seed(0))
+    assert p.ops.shape == (32, 3) and p.magnitudes.shape == (32, 3)
+    tx = p.magnitudes[p.ops == OPS.index("TranslateX")]
+    assert torch.allclose(tx.abs(), torch.tensor(150.0 / 331.0 * 30))
+    assert len({tuple(r) for r in p.ops.tolist()}) > 10
+    assert p.op_names()[0][0] in OPS
+
+
+def test_normalize_values():
+    x = torch.tensor([0.0, 0.5, 1.0]).view(1, 3, 1, 1).expand(2, 3, 2, 2)
+    out = A.normalize(x, (0.5, 0.5, 0.5), (0.25, 0.5, 1.0))
+    torch.testing.assert_close(out[0, :, 0, 0], torch.tensor([-2.0, 0.0, 0.5]))
+    with pytest.raises(ValueError, match="3 channels"):
+        A.normalize(x, (0.5, 0.5), (1.0, 1.0))
+    with pytest.raises(ValueError, match="positive"):
+        A.normalize(x, (0.5,), (0.0,))
+    with pytest.raises(TypeError, match="to_float"):
+        A.normalize(_synthetic(), (0.5,), (1.0,))
+
+
+def test_to_float_and_errors():
+    x = torch.tensor([0, 51, 255], dtype=torch.uint8).view(1, 1, 1, 3)
+    torch.testing.assert_close(A.to_float(x), torch.tensor([0.0, 0.2, 1.0]).view(1, 1, 1, 3))
+    with pytest.raises(TypeError, match="uint8"):
+        A.to_float(x.long())
+    with pytest.raises(ValueError, match=r"\[B, C, H, W\]"):
+        A.trivial_augment(torch.rand(3, 8, 8))
+    with pytest.raises(ValueError, match="channels"):
+        A.trivial_augment(torch.rand(2, 4, 8, 8))
+    with pytest.raises(ValueError, match="interpolation"):
+        A.trivial_augment(torch.rand(2, 3, 8, 8), interpolation="bicubic")
+    with pytest.raises(ValueError, match="magnitude"):
+        A.sample_rand_augment(2, 8, 8, magnitude=31)
+    with pytest.raises(ValueError, match="Unknown augmentation preset"):
+        A.build_augmentation("autoaugment")
+    with pytest.raises(ValueError, match="Unknown option"):
+        A.build_augmentation("cifar", size=3)
+    with pytest.raises(TypeError, match="callable"):
+        A.build_augmentation(3)
+
+
+def _labelled(b: int = 6, h: int = 24, w: int = 28) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images whose first channel encodes the mask label, so image and mask alignment can be checked."""
+    g = torch.Generator().manual_seed(0)
+    masks = torch.randint(1, 5, (b, h, w), generator=g).to(torch.uint8)
+    masks[:, 0, 0] = 255  # an "ignore" label survives as a value
+    images = torch.rand(b, 3, h, w, generator=g)
+    images[:, 0] = masks.float() / 255.0
+    return images, masks
+
+
+@pytest.mark.parametrize("op,m", [(op, m) for op, m in OP_CASES if op in A.GEOMETRIC_OPS])
+def test_masks_follow_geometric_ops_and_keep_labels(op, m):
+    images, masks = _labelled()
+    out, out_masks = A.apply_policy(images, _params(op, m, b=6), masks=masks, mask_fill=0)
+    assert out_masks.dtype == torch.uint8 and out_masks.shape == masks.shape
+    assert set(out_masks.unique().tolist()) <= {0, 1, 2, 3, 4, 255}
+    torch.testing.assert_close((out[:, 0] * 255).round().to(torch.uint8), out_masks, atol=0, rtol=0)
+
+
+def test_masks_untouched_by_colour_ops_and_4d_masks():
+    images, masks = _labelled()
+    masks4 = masks.long()[:, None]
+    _, out = A.apply_policy(images, _params("Equalize", 0, b=6), masks=masks4)
+    assert torch.equal(out, masks4) and out.dtype == torch.int64
+    for fn in (A.trivial_augment, A.rand_augment, A.imagenet_augment, A.cifar_augment):
+        x, mk = fn(images, masks=masks, generator=torch.Generator().manual_seed(0))
+        assert mk.dtype == torch.uint8 and mk.shape == masks.shape
+        assert set(mk.unique().tolist()) <= {0, 1, 2, 3, 4, 255}
+    with pytest.raises(ValueError, match="masks"):
+        A.trivial_augment(images, masks=masks[:, :5])
+
+
+def test_cifar_is_exact_shift_and_flip():
+    x = _synthetic(8, h=16, w=16).float() / 255
+    g = torch.Generator().manual_seed(0)
+    params = A.sample_pad_crop_flip(8, 16, 16, padding=4, generator=g)
+    out = A.apply_affine(x, params, interpolation="nearest")
+    for i in range(8):
+        mat = params.matrix[i]
+        flip = mat[0, 0] < 0
+        img = out[i].flip(-1) if flip else out[i]
+        dx = int((15 - mat[0, 2]).item()) if flip else int(mat[0, 2].item())
+        dy = int(mat[1, 2].item())
+        assert abs(dx) <= 4 and abs(dy) <= 4
+        shifted = torch.zeros_like(x[i])
+        ys, yd = (slice(0, 16 - dy), slice(dy, 16)) if dy >= 0 else (slice(-dy, 16), slice(0, 16 + dy))
+        xs, xd = (slice(0, 16 - dx), slice(dx, 16)) if dx >= 0 else (slice(-dx, 16), slice(0, 16 + dx))
+        shifted[:, yd, xd] = x[i][:, ys, xs]
+        torch.testing.assert_close(img, shifted, atol=1e-6, rtol=0)
+
+
+def test_imagenet_crop_resize_and_upsample_small_images():
+    x = _synthetic(4, h=16, w=12)
+    out = A.imagenet_augment(x, size=32, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (4, 3, 32, 32) and out.min() >= 0 and out.max() <= 1
+    # scale=(1,1), ratio equal to the image's: the crop is the whole image; with no flip, resizing to the same
+    # size is the identity
+    y = _synthetic(3, h=20, w=20).float() / 255
+    same = A.imagenet_augment(y, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0)
+    torch.testing.assert_close(same, y, atol=1e-5, rtol=0)
+    flipped = A.imagenet_augment(y, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=1.0)
+    torch.testing.assert_close(flipped, y.flip(-1), atol=1e-5, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    b=st.integers(1, 6),
+    h=st.integers(8, 40),
+    w=st.integers(8, 40),
+    scale_lo=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_random_resized_crop_boxes_stay_inside(b, h, w, scale_lo, seed):
+    """The crop box mapped back from the output corners lies inside the source image."""
+    p = A.sample_random_resized_crop_flip(
+        b, h, w, size=(10, 14), scale=(scale_lo, 1.0), generator=torch.Generator().manual_seed(seed)
+    )
+    full = torch.cat([p.matrix, torch.tensor([0.0, 0.0, 1.0]).expand(b, 1, 3)], 1)
+    inv = torch.linalg.inv(full.double())
+    corners = torch.tensor([[-0.5, -0.5, 1.0], [13.5, 9.5, 1.0]], dtype=torch.float64).T  # output pixel edges
+    src = inv @ corners
+    xs, ys = src[:, 0], src[:, 1]
+    assert (xs.min(1).values >= -0.5 - 1e-6).all() and (xs.max(1).values <= w - 0.5 + 1e-6).all()
+    assert (ys.min(1).values >= -0.5 - 1e-6).all() and (ys.max(1).values <= h - 0.5 + 1e-6).all()
+    area = (xs.max(1).values - xs.min(1).values) * (ys.max(1).values - ys.min(1).values)
+    assert (area <= h * w + 1e-6).all() and (area >= 1).all()
+
+
+def test_custom_callable_and_module_are_frozen():
+    kornia_aug = pytest.importorskip("kornia.augmentation")
+    policy = kornia_aug.auto.TrivialAugment()
+    assert any(p.requires_grad for p in policy.parameters())
+    fn = A.build_augmentation(policy)
+    assert not any(p.requires_grad for p in policy.parameters())
+    out = fn(torch.rand(4, 3, 16, 16))
+    assert out.shape == (4, 3, 16, 16)
+    with pytest.raises(ValueError, match="presets only"):
+        A.build_augmentation(policy, size=3)
+
+
+def test_preview_grid():
+    grid = A.preview(_synthetic(6, c=1, h=16, w=16), "trivial_augment", nrow=3, padding=2,
+                     generator=torch.Generator().manual_seed(0))
+    assert grid.dtype == torch.uint8 and grid.shape == (3, 2 * 18 + 2, 3 * 18 + 2)
+
+
+def test_fill_values_for_images_and_masks():
+    images, masks = _labelled(b=2, h=16, w=16)
+    out, out_masks = A.apply_policy(images, _params("TranslateX", 5.0, b=2), masks=masks, fill=0.5, mask_fill=255)
+    assert torch.allclose(out[:, :, :, :5], torch.tensor(0.5)) and (out_masks[:, :, :5] == 255).all()
+    torch.testing.assert_close(out[:, :, :, 5:], images[:, :, :, :-5])
+    assert torch.equal(out_masks[:, :, 5:], masks[:, :, :-5])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    op=st.sampled_from(OPS),
+    bin_=st.integers(0, 30),
+    negative=st.booleans(),
+    h=st.integers(5, 33),
+    w=st.integers(5, 33),
+    gray=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_any_sampled_op_matches_torchvision_on_non_square_images(op, bin_, negative, h, w, gray, seed):
+    """Every (op, magnitude) of TrivialAugmentWide's space equals torchvision on random non-square images."""
+    table, signed = A._trivial_table(31)
+    i = OPS.index(op)
+    m = float(table[i, bin_]) * (-1.0 if negative and bool(signed[i]) else 1.0)
+    x_uint8 = _synthetic(1, c=1 if gray else 3, h=h, w=w, seed=seed)
+    x = x_uint8.float() / 255.0
+    ours = A.apply_policy(x, _params(op, m))
+    ref = _torchvision(op, m, x, x_uint8)
+    assert (ours - ref).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize(
+    "fn", [A.trivial_augment, A.rand_augment, A.imagenet_augment, A.cifar_augment], ids=lambda f: f.__name__
+)
+def test_channels_last_input_gives_the_same_values(fn):
+    x = _synthetic(6, h=20, w=24)
+    a = fn(x, generator=torch.Generator().manual_seed(0))
+    b = fn(x.contiguous(memory_format=torch.channels_last), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, b)
