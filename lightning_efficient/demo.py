@@ -167,7 +167,7 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- the runs
-def _make_module(num_classes: int, lr: float, epochs: int, steps_per_epoch: int) -> Any:
+def make_classifier(num_classes: int, lr: float, epochs: int, steps_per_epoch: int) -> Any:
     import pytorch_lightning as pl
     import torch
     import torchmetrics
@@ -269,7 +269,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     else:
         augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
         trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report], **common))
-    model = _make_module(len(train_set.classes), cfg.lr, cfg.epochs, len(train_loader))
+    model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs, len(train_loader))
     if cfg.progress:
         print(f"\n== {kind}: precision={trainer.precision}, "
               f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
