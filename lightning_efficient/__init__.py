@@ -26,6 +26,7 @@ from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import suggest_loader_kwargs
 from lightning_efficient.functional.augment import preview
+from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
 
@@ -44,8 +45,11 @@ __all__ = [
     "pil_flavour",
     "preview",
     "recipe",
+    "plot_schedule",
     "recommended_precision",
+    "register_schedule",
     "suggest_loader_kwargs",
     "uint8_collate",
+    "warmup_cosine",
     "__version__",
 ]

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
 from lightning_efficient import _batch_hooks
+from lightning_efficient.data.loader import suggest_loader_kwargs
 from lightning_efficient.functional.efficiency import (
     Check,
     RunFacts,
@@ -24,6 +25,7 @@ from lightning_efficient.functional.efficiency import (
     process_rss_bytes,
     verdict,
 )
+from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.precision import recommended_precision
 
 _CPU_AUGMENTATIONS = (
@@ -215,7 +217,7 @@ class EfficiencyReport(Callback):
             for p in m.parameters(recurse=False) if p.dim() == 4
         ]
         model_cl = (
-            sum(p.is_contiguous(memory_format=torch.channels_last) for p in convs) / len(convs) if convs else None
+            sum(is_channels_last(p) for p in convs) / len(convs) if convs else None
         )
         configs = trainer.lr_scheduler_configs
         if not configs:
@@ -231,8 +233,6 @@ class EfficiencyReport(Callback):
         except AttributeError:
             cores = os.cpu_count() or 1
         per_process = max(1, cores // max(1, trainer.num_devices))
-        from lightning_efficient.data.loader import suggest_loader_kwargs
-
         suggested = suggest_loader_kwargs(
             processes_per_node=max(1, trainer.num_devices), cpus=cores, cuda=accelerator == "cuda"
         ).kwargs["num_workers"]
@@ -268,7 +268,7 @@ def _first_image_channels_last(batch: Any) -> Optional[bool]:
     )
     if not found:
         return None
-    return found[0].is_contiguous(memory_format=torch.channels_last)
+    return is_channels_last(found[0])
 
 
 def _train_loader(trainer: "pl.Trainer") -> Optional[DataLoader]:

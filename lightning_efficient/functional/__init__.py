@@ -1,5 +1,55 @@
 """Functional cores: pure functions on tensors, modules and schedulers, usable without a Trainer.
 
-Submodules: ``layout`` (channels_last), ``schedules`` (LR as a function of fractional epochs),
-``augment`` (per-sample batch augmentation).
+- :mod:`~lightning_efficient.functional.layout`: channels_last (NHWC) for modules and batches.
+- :mod:`~lightning_efficient.functional.schedules`: LR schedules as functions of fractional epochs.
+- :mod:`~lightning_efficient.functional.augment`: per-sample batch augmentation (draw parameters, then apply).
+- :mod:`~lightning_efficient.functional.efficiency`: step-time bookkeeping and the practice checklist.
 """
+
+from lightning_efficient.functional.augment import (
+    normalize,
+    preview,
+    rand_augment,
+    sample_trivial_augment,
+    apply_trivial_augment,
+    to_float,
+    trivial_augment,
+)
+from lightning_efficient.functional.layout import (
+    ConversionReport,
+    batch_to_channels_last,
+    convert_module_to_channels_last,
+    is_channels_last,
+)
+from lightning_efficient.functional.schedules import (
+    EpochSchedule,
+    UnsupportedSchedulerError,
+    lr_at,
+    plot_schedule,
+    register_schedule,
+    schedule_function,
+    stepwise_lrs,
+    warmup_cosine,
+)
+
+__all__ = [
+    "ConversionReport",
+    "EpochSchedule",
+    "UnsupportedSchedulerError",
+    "apply_trivial_augment",
+    "batch_to_channels_last",
+    "convert_module_to_channels_last",
+    "is_channels_last",
+    "lr_at",
+    "normalize",
+    "plot_schedule",
+    "preview",
+    "rand_augment",
+    "register_schedule",
+    "sample_trivial_augment",
+    "schedule_function",
+    "stepwise_lrs",
+    "to_float",
+    "trivial_augment",
+    "warmup_cosine",
+]
