@@ -456,3 +456,19 @@ def test_ddp_two_cpu_processes_identical_lrs(tmp_path):
     # 12 samples, 2 ranks, batch 2 -> 3 batches per rank per epoch = S
     assert per_rank[0]["steps_per_epoch"] == 3
     assert_lrs(per_rank[0]["lrs"], expected(cosine3, 3, 9))
+
+
+def test_reused_warmup_cosine_follows_each_fit_and_s_is_public():
+    schedule = F.warmup_cosine(warmup_epochs=1, start_factor=0.1)
+
+    def make(opt):
+        return L.LambdaLR(opt, schedule)
+
+    for epochs in (4, 2):  # long run first: a stale horizon would cut the second cosine short silently
+        cb = StepwiseLR(verbose=False)
+        model = Net(make, num_batches=5)
+        fit(model, callbacks=[cb], max_epochs=epochs)
+        assert schedule.total_epochs == epochs
+        assert cb.current_steps_per_epoch == 5
+        assert_lrs(model.used_lrs, expected(make, 5, 5 * epochs))
+    assert StepwiseLR().current_steps_per_epoch is None

@@ -246,7 +246,7 @@ class StepwiseLR(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._wrappers:
             return
-        steps = self._compute_steps_per_epoch(trainer)
+        steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
         self._bind_horizons(trainer, steps)
         for wrapper in self._wrappers:
             wrapper.start_epoch(trainer.current_epoch, steps)
@@ -256,10 +256,16 @@ class StepwiseLR(Callback):
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._wrappers:
             return
-        steps = self._compute_steps_per_epoch(trainer)
+        steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
         for wrapper in self._wrappers:
             wrapper.start_epoch(trainer.current_epoch, steps)
             wrapper.apply()
+
+    @property
+    def current_steps_per_epoch(self) -> int | None:
+        """S in use: optimizer steps per epoch on this process for the current (or last) epoch; None before
+        ``on_train_start`` or when no scheduler was converted."""
+        return self._current_steps_per_epoch
 
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
@@ -327,13 +333,18 @@ class StepwiseLR(Callback):
         for wrapper in self._wrappers:
             run_sched = None if run is None else wrapper.epoch_offset + run / wrapper.frequency
             for fn in F._child_lambdas(wrapper.scheduler):
-                if isinstance(fn, F.EpochSchedule) and fn.total_epochs is None:
+                # Bind an open horizon, and re-bind one this callback bound in an earlier fit (a schedule
+                # object reused for a run of another length follows the new length).
+                if isinstance(fn, F.EpochSchedule) and (
+                    fn.total_epochs is None or getattr(fn, "_total_from_trainer", False)
+                ):
                     if run_sched is None:
                         raise ValueError(
                             f"StepwiseLR: {fn!r} follows the Trainer's length, but the run is unbounded "
                             "(max_epochs=-1 and max_steps=-1). Set total_epochs or bound the Trainer."
                         )
                     fn.total_epochs = run_sched
+                    fn._total_from_trainer = True
                     self._info(f"StepwiseLR: {type(fn).__name__} horizon set to {run_sched:g} epochs.")
             horizon = F.schedule_horizon(wrapper.scheduler)
             if horizon is not None and run_sched is not None and run_sched > horizon + 1e-9:

@@ -24,6 +24,7 @@ from lightning_efficient.functional.layout import (
 from lightning_efficient.functional.schedules import (
     EpochSchedule,
     UnsupportedSchedulerError,
+    epochwise_lrs,
     lr_at,
     plot_schedule,
     register_schedule,
@@ -39,6 +40,7 @@ __all__ = [
     "apply_trivial_augment",
     "batch_to_channels_last",
     "convert_module_to_channels_last",
+    "epochwise_lrs",
     "is_channels_last",
     "lr_at",
     "normalize",

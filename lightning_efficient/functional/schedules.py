@@ -729,7 +729,7 @@ def plot_schedule(
         fig = ax.figure
     steps = list(range(num_steps))
     ax.step(steps, epoch_per_step, where="post", label="epoch-wise (PyTorch)", alpha=0.8)
-    ax.plot(steps, step_lrs, label="step-wise (StepwiseLR)")
+    ax.step(steps, step_lrs, where="post", label="step-wise (StepwiseLR)")
     ax.set_xlabel(f"optimizer step ({steps_per_epoch} per epoch)")
     ax.set_ylabel(f"learning rate (param group {param_group})")
     ax.set_title(type(scheduler).__name__)
