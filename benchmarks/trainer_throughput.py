@@ -37,10 +37,14 @@ class Classifier(pl.LightningModule):
 
 
 class BatchClock(pl.Callback):
-    """Timestamps of the ends of training batches."""
+    """Timestamps of the starts and ends of training batches."""
 
     def __init__(self) -> None:
+        self.starts: list[float] = []
         self.ends: list[float] = []
+
+    def on_train_batch_start(self, *args, **kwargs) -> None:
+        self.starts.append(time.perf_counter())
 
     def on_train_batch_end(self, *args, **kwargs) -> None:
         self.ends.append(time.perf_counter())
