@@ -7,7 +7,7 @@ FastImageFolder uint8 batches, per-sample TrivialAugment on the device); the onl
 ``StepwiseLR`` runs the schedule per optimizer step or Lightning steps it per epoch. Runs alternate between the arms
 (seed 0: epoch, step; seed 1: step, epoch; ...). Speed does not matter here, only accuracy.
 
-    python -m benchmarks.schedule_accuracy [--seeds 3] [--epochs 6] [--size 64] [--batch-size 64]
+    python -m benchmarks.schedule_accuracy [--seeds 3] [--epochs 5] [--train-images 5000] [--size 64]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
 from benchmarks.harness import RESULTS, markdown_table, write_results
 from lightning_efficient import (
@@ -34,7 +34,7 @@ from lightning_efficient import (
     recommended_precision,
     uint8_collate,
 )
-from lightning_efficient.demo import make_classifier
+from lightning_efficient.demo import balanced_subset, make_classifier
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "imagenette"
 
@@ -45,6 +45,8 @@ def train_once(arm: str, seed: int, args: argparse.Namespace) -> dict:
     val = FastImageFolder(args.data / "val", size=args.size, train=False)
     kw = dict(batch_size=args.batch_size, num_workers=args.workers, persistent_workers=args.workers > 0,
               collate_fn=uint8_collate)
+    if args.train_images:
+        train = Subset(train, balanced_subset(train.targets, args.train_images, seed=1234))  # same subset for all
     train_loader = DataLoader(train, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed), **kw)
     val_loader = DataLoader(val, shuffle=False, **kw)
     callbacks = [GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD), ChannelsLast()]
@@ -55,7 +57,7 @@ def train_once(arm: str, seed: int, args: argparse.Namespace) -> dict:
         devices=1, logger=False, enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=False, num_sanity_val_steps=0,
     )
-    model = make_classifier(len(train.classes), args.lr, args.epochs, len(train_loader))
+    model = make_classifier(len(val.classes), args.lr, args.epochs, len(train_loader))
     start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader)
     return {"arm": arm, "seed": seed, "val_top1": float(trainer.callback_metrics["val/top1"]),
@@ -79,7 +81,9 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> str:
             per_seed.append((seed, f"{100 * pair['epoch-wise']:.2f}", f"{100 * pair['step-wise']:.2f}",
                              f"{100 * (pair['step-wise'] - pair['epoch-wise']):+.2f}"))
     body = (
-        f"ResNet-18 from scratch on Imagenette (full train split, {args.size} px, batch {args.batch_size}, "
+        f"ResNet-18 from scratch on Imagenette ("
+        + (f"a class-balanced subset of {args.train_images} training images" if args.train_images else "full train split")
+        + f", {args.size} px, batch {args.batch_size}, "
         f"{args.epochs} epochs, peak LR {args.lr}, 1-epoch warmup + cosine), val top-1 on the full val split "
         f"at the end of training. Mean, sample standard deviation and range over seeds.\n\n"
         + markdown_table(("schedule", "runs", "mean top-1 %", "std", "range", "per seed"), rows)
@@ -94,7 +98,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--train-images", type=int, default=5000, help="class-balanced train subset, 0 = all")
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.1)
