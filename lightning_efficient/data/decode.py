@@ -322,9 +322,14 @@ def decode_crop_resize(
 
 
 def pil_to_uint8_chw(img: Image.Image) -> torch.Tensor:
-    """RGB ``PIL.Image`` -> contiguous ``uint8`` tensor ``[3, H, W]`` (values 0..255, no float conversion)."""
+    """RGB ``PIL.Image`` -> contiguous ``uint8`` tensor ``[3, H, W]`` (values 0..255, no float conversion).
+
+    The HWC -> CHW copy is done by NumPy on the calling thread: torch's parallel copy would start its intra-op
+    thread pool in every DataLoader worker (and, with ``num_workers=0``, contend with the training threads).
+    """
+    import numpy as np
+
     if img.mode != "RGB":
         img = img.convert("RGB")
-    w, h = img.size
-    hwc = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).view(h, w, 3)
-    return hwc.permute(2, 0, 1).contiguous()
+    chw = np.ascontiguousarray(np.asarray(img, dtype=np.uint8).transpose(2, 0, 1))
+    return torch.from_numpy(chw)
