@@ -1,6 +1,6 @@
 """Epoch-wise vs step-wise LR schedule, everything else equal: val top-1 over several seeds on Imagenette.
 
-ResNet-18 (torchvision, from scratch), SGD nesterov, peak LR 0.1 at batch 64, weight decay 5e-4, label
+ResNet-18 (torchvision, from scratch), SGD nesterov, peak LR 0.05 at batch 64 (0.2 per 256), weight decay 5e-4, label
 smoothing 0.1; schedule = 1-epoch linear warmup from 0.1x, then cosine to 0 (PyTorch SequentialLR of LinearLR and
 CosineAnnealingLR, the demo's module). Both arms use the same recipe (bf16-mixed where supported, ChannelsLast,
 FastImageFolder uint8 batches, per-sample TrivialAugment on the device); the only difference is whether
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--train-images", type=int, default=5000, help="class-balanced train subset, 0 = all")
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     if not args.data.is_dir():

@@ -55,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--image-size", type=_positive(int), default=112, help="crop size in pixels (default 112)")
     demo.add_argument("--batch-size", type=_positive(int), default=32, help="images per batch (default 32)")
     demo.add_argument("--workers", type=_non_negative_int, default=0,
-                      help="DataLoader workers per run (default 0 = one per CPU core)")
-    demo.add_argument("--lr", type=_positive(float), default=0.1, help="peak SGD learning rate (default 0.1)")
+                      help="DataLoader workers per run (default 0 = one per CPU core, less one for training)")
+    demo.add_argument("--lr", type=_positive(float), default=0.025,
+                      help="peak SGD learning rate at batch 32 (default 0.025)")
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
     demo.add_argument("--no-reports", action="store_true", help="do not print the two efficiency reports")

@@ -42,9 +42,10 @@ class DemoConfig:
         train_images, val_images: images taken from each split (a seeded, class-balanced subset; 0 = all).
         image_size: side of the square training/validation crops, pixels.
         batch_size: images per batch.
-        workers: DataLoader worker processes (default: the CPU cores available).
-        lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup,
-            then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
+        workers: DataLoader worker processes per run; 0 = :func:`~lightning_efficient.suggest_loader_kwargs`'s
+            choice (one per CPU core, less one for the training process).
+        lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup from
+            0.1x, then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
         seed: seed for the subset, the model initialisation, shuffling and augmentation.
     """
 
@@ -55,7 +56,7 @@ class DemoConfig:
     image_size: int = 112
     batch_size: int = 32
     workers: int = 0
-    lr: float = 0.1
+    lr: float = 0.025
     seed: int = 0
     progress: bool = True
 
@@ -248,7 +249,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         train_set = FastImageFolder(root / "train", size=size, train=True)
         val_set = FastImageFolder(root / "val", size=size, train=False)
         collate = uint8_collate
-    workers = cfg.workers or len(os.sched_getaffinity(0))
+    workers = resolve_workers(cfg.workers)
     loader_kw = dict(
         batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate
     )
@@ -288,6 +289,13 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         "precision": str(trainer.precision),
         "report": report.report(),
     }
+
+
+def resolve_workers(workers: int) -> int:
+    """``workers``, or where it is 0 the DataLoader workers :func:`suggest_loader_kwargs` recommends here."""
+    from lightning_efficient.data.loader import suggest_loader_kwargs
+
+    return workers or suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
 
 
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
@@ -369,6 +377,7 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
         )
     check_images([train_samples[i][0] for i in train_idx] + [val_samples[i][0] for i in val_idx])
 
+    cfg.workers = resolve_workers(cfg.workers)
     results: dict[str, Any] = {}
     for kind in ("baseline", "efficient"):
         results[kind] = _run_in_subprocess(kind, cfg, train_idx, val_idx)
@@ -377,7 +386,7 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
             print(f"\n[{kind}] {results[kind]['report']}")
     print(
         f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
-        f"batch {cfg.batch_size}, {cfg.epochs} epochs, seed {cfg.seed}):\n"
+        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader workers, seed {cfg.seed}):\n"
     )
     print(format_table(results), flush=True)
     payload = {

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -170,14 +175,15 @@ def test_report_sees_recipe_practices(capsys):
 
 
 @pytest.mark.ddp
-def test_ddp_two_processes_print_one_report(capfd):
-    data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 2, (64,)))
-    report = le.EfficiencyReport(skip_first=1)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[report])
-    trainer.fit(TinyNet(), DataLoader(data, batch_size=8))
-    out = capfd.readouterr().out
-    assert out.count("Efficiency report:") == 1
-    # 64 samples / 2 ranks / batch 8 = 4 batches per rank, first skipped: 3 x 8 x 2 ranks counted.
-    assert "48 samples" in out
+def test_ddp_two_processes_print_one_report(tmp_path):
+    """DDP (2 CPU processes, gloo, strategy="ddp" in a subprocess): figures gathered, report printed once."""
+    script = Path(__file__).with_name("ddp_report_script.py")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
+                            timeout=240, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("Efficiency report:") == 1, result.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    # 64 samples / 2 ranks / batch 8 = 4 batches per rank, the first skipped: 3 x 8 samples x 2 ranks counted.
+    assert summary == {"steps": 6, "samples": 48, "world_size": 2}
+    assert "48 samples" in result.stdout

@@ -931,8 +931,12 @@ def build_augmentation(augmentation: Union[str, Augmentation], **kwargs: Any) ->
     """
     if isinstance(augmentation, str):
         if augmentation not in PRESETS:
+            import difflib
+
+            close = difflib.get_close_matches(augmentation, sorted(PRESETS), n=1, cutoff=0.4)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(
-                f"Unknown augmentation preset {augmentation!r}; choose one of {sorted(PRESETS)} or pass "
+                f"Unknown augmentation preset {augmentation!r}{hint}; choose one of {sorted(PRESETS)} or pass "
                 "a callable / nn.Module."
             )
         params = inspect.signature(PRESETS[augmentation]).parameters
