@@ -363,6 +363,7 @@ def test_torch_compile_predict_matches_eager():
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.ddp
 def test_ddp_two_processes(tmp_path):
     """DDP, 2 CPU processes, gloo (script: tests/ddp_channels_last_script.py)."""
     script = Path(__file__).with_name("ddp_channels_last_script.py")
