@@ -40,7 +40,16 @@ import torch
 import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.harness import Comparison, comparison_table, interleave, markdown_table, write_results
+from benchmarks.harness import (
+    BatchClock,
+    Comparison,
+    comparison_table,
+    images_per_second,
+    interleave,
+    markdown_table,
+    random_images,
+    write_results,
+)
 from lightning_efficient import ChannelsLast
 
 #: name -> constructor; mobilenet_v3_large and efficientnet_b0 are the depthwise-convolution networks.
@@ -70,24 +79,6 @@ class Classifier(pl.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
-
-
-class BatchClock(pl.Callback):
-    """Timestamps (``time.perf_counter``, seconds) of the ends of training batches."""
-
-    def __init__(self) -> None:
-        self.ends: list[float] = []
-
-    def on_train_batch_end(self, *args, **kwargs) -> None:
-        self.ends.append(time.perf_counter())
-
-
-def images_per_second(ends: list[float], skip: int, batch_size: int) -> float:
-    """Images/s over the batches after the first ``skip``: ``batch_size * (k - 1) / (ends[-1] - ends[skip])``."""
-    timed = ends[skip:]
-    if len(timed) < 2:
-        raise ValueError(f"need at least skip + 2 = {skip + 2} batches to time, got {len(ends)}")
-    return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
 
 
 def measure_trainer(
@@ -248,11 +239,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("need --rounds >= 1, --warmup >= 0 and --batches >= --skip + 2")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*bf16.*")  # Lightning's notes about bf16 on CPU
-    g = torch.Generator().manual_seed(0)
-    n = args.batches * args.batch_size
-    data = TensorDataset(
-        torch.randn(n, 3, args.size, args.size, generator=g), torch.randint(0, 10, (n,), generator=g)
-    )
+    data = random_images(args.batches * args.batch_size, args.size)
     start = time.perf_counter()
     results = {arch: run_model(arch, args, data) for arch in args.models}
     body, findings = render(results, args)

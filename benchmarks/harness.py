@@ -13,9 +13,14 @@ import os
 import platform
 import statistics
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import TensorDataset
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -84,11 +89,40 @@ def interleave(
     return comp
 
 
+class BatchClock(pl.Callback):
+    """Timestamps (``time.perf_counter``, seconds) of the starts and ends of training batches."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def on_train_batch_start(self, *args, **kwargs) -> None:
+        self.starts.append(time.perf_counter())
+
+    def on_train_batch_end(self, *args, **kwargs) -> None:
+        self.ends.append(time.perf_counter())
+
+
+def images_per_second(ends: Sequence[float], skip: int, batch_size: int) -> float:
+    """Images/s over the batches after the first ``skip``: ``batch_size * (k - 1) / (ends[-1] - ends[skip])``.
+
+    Raises:
+        ValueError: fewer than ``skip + 2`` batch ends.
+    """
+    timed = list(ends)[skip:]
+    if len(timed) < 2:
+        raise ValueError(f"need at least skip + 2 = {skip + 2} batches to time, got {len(ends)}")
+    return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+
+
+def random_images(n: int, size: int, num_classes: int = 10, seed: int = 0) -> TensorDataset:
+    """In-memory data: ``n`` float32 images ``[3, size, size]`` (standard normal) and int64 labels, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 3, size, size, generator=g), torch.randint(0, num_classes, (n,), generator=g))
+
+
 def machine() -> dict[str, str]:
     """CPU model and cores, GPU, and versions of Python, torch, torchvision, Lightning, kornia, Pillow."""
-    import PIL
-    import torch
-
     info = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "platform": platform.platform()}
     cpu = platform.processor() or platform.machine()
     try:

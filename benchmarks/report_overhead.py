@@ -19,8 +19,16 @@ import warnings
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import comparison_table, interleave, markdown_table, write_results
-from benchmarks.trainer_throughput import BatchClock, Classifier
+from benchmarks.harness import (
+    BatchClock,
+    comparison_table,
+    images_per_second,
+    interleave,
+    markdown_table,
+    random_images,
+    write_results,
+)
+from benchmarks.trainer_throughput import Classifier
 from lightning_efficient import ChannelsLast, EfficiencyReport, recommended_precision
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -61,8 +69,7 @@ def fit(with_report: bool, data: TensorDataset, args: argparse.Namespace) -> tup
     )
     trainer.fit(Classifier(), DataLoader(data, batch_size=args.batch_size))
     total = clock.ends[-1] - clock.starts[0]
-    timed = clock.ends[2:]
-    rate = args.batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+    rate = images_per_second(clock.ends, 2, args.batch_size)
     share = report.hook_seconds / total if report is not None else 0.0
     return rate, share
 
@@ -75,9 +82,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
-    g = torch.Generator().manual_seed(0)
-    n = args.batches * args.batch_size
-    data = TensorDataset(torch.randn(n, 3, args.size, args.size, generator=g), torch.randint(0, 10, (n,), generator=g))
+    data = random_images(args.batches * args.batch_size, args.size)
     shares: list[float] = []
 
     def with_report() -> float:

@@ -81,7 +81,7 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> str:
             per_seed.append((seed, f"{100 * pair['epoch-wise']:.2f}", f"{100 * pair['step-wise']:.2f}",
                              f"{100 * (pair['step-wise'] - pair['epoch-wise']):+.2f}"))
     body = (
-        f"ResNet-18 from scratch on Imagenette ("
+        "ResNet-18 from scratch on Imagenette ("
         + (f"a class-balanced subset of {args.train_images} training images" if args.train_images else "full train split")
         + f", {args.size} px, batch {args.batch_size}, "
         f"{args.epochs} epochs, peak LR {args.lr}, 1-epoch warmup + cosine), val top-1 on the full val split "

@@ -10,7 +10,6 @@ batches after the first ``--skip`` (warm-up), timed from Lightning's batch hooks
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import pytorch_lightning as pl
@@ -18,7 +17,14 @@ import torch
 import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.harness import comparison_table, interleave, write_results
+from benchmarks.harness import (
+    BatchClock,
+    comparison_table,
+    images_per_second,
+    interleave,
+    random_images,
+    write_results,
+)
 from lightning_efficient import recipe
 
 
@@ -34,20 +40,6 @@ class Classifier(pl.LightningModule):
     def configure_optimizers(self):
         opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)}
-
-
-class BatchClock(pl.Callback):
-    """Timestamps of the starts and ends of training batches."""
-
-    def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-
-    def on_train_batch_start(self, *args, **kwargs) -> None:
-        self.starts.append(time.perf_counter())
-
-    def on_train_batch_end(self, *args, **kwargs) -> None:
-        self.ends.append(time.perf_counter())
 
 
 def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size: int) -> float:
@@ -67,8 +59,7 @@ def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size:
         trainer = pl.Trainer(**kw)
     loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
     trainer.fit(Classifier(), loader)
-    timed = clock.ends[skip:]
-    return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+    return images_per_second(clock.ends, skip, batch_size)
 
 
 def main() -> None:
@@ -80,9 +71,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
-    g = torch.Generator().manual_seed(0)
-    n = args.batches * args.batch_size
-    data = TensorDataset(torch.randn(n, 3, args.size, args.size, generator=g), torch.randint(0, 10, (n,), generator=g))
+    data = random_images(args.batches * args.batch_size, args.size)
     variants = {
         "baseline (32-true, NCHW)": lambda: measure("baseline", data, args.batches, args.skip, args.batch_size),
         "recipe()": lambda: measure("recipe", data, args.batches, args.skip, args.batch_size),

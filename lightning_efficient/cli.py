@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 
-def _positive(kind: type) -> "callable":
+def _positive(kind: type) -> Callable[[str], Any]:
     def parse(text: str):
         try:
             value = kind(text)

@@ -76,6 +76,8 @@ class EfficiencyReport(Callback):
         self._owner: Any = None
         self._last_end: Optional[float] = None
         self._start = 0.0
+        self._wait = 0.0  # data wait of the current batch (seconds), set in on_train_batch_start
+        self._transform = 0.0  # on-device transform time of the current batch (seconds)
         self._transform_mark = 0.0
         self._inputs_channels_last: Optional[bool] = None
         self._cuda = False
