@@ -7,6 +7,8 @@ Variants (training transforms, same crop distribution, bilinear):
   ToTensor()]))``: full decode, crop+resize in Pillow, ``float32 [3, H, W]`` in 0..1, ``default_collate``.
 * ``FastImageFolder``: ``FastImageFolder(root, size, train=True)``: header-only crop choice, DCT-scaled decode
   (``Image.draft``), one crop+resize, ``uint8 [3, H, W]``, ``uint8_collate``.
+* ``FastImageFolder resize=pil``: the same, resized by Pillow's ``Image.resize(box=...)`` instead of torch's
+  antialiased ``uint8`` kernels (what the resize engine brings; ``resize="auto"`` picks Pillow under Pillow-SIMD).
 * ``FastImageFolder draft=False``: the same without DCT scaling (what ``draft`` alone brings).
 * ``FastImageFolder backend=torchvision``: ``torchvision.io.decode_image`` + ``v2.functional.resized_crop`` on
   ``uint8``.
@@ -100,6 +102,7 @@ def make_datasets(root: Path, size: int) -> dict[str, tuple[torch.utils.data.Dat
     return {
         REFERENCE: (baseline, default_collate),
         FAST: (FastImageFolder(root, size, train=True), uint8_collate),
+        f"{FAST} resize=pil": (FastImageFolder(root, size, train=True, resize="pil"), uint8_collate),
         f"{FAST} draft=False": (FastImageFolder(root, size, train=True, draft=False), uint8_collate),
         f"{FAST} backend=torchvision": (FastImageFolder(root, size, train=True, backend="torchvision"), uint8_collate),
     }

@@ -24,10 +24,13 @@ from lightning_efficient.data.decode import (
     RESAMPLE,
     ImageDecodeError,
     center_crop_box,
-    decode_crop_resize,
+    decode_region,
     pil_flavour,
     pil_to_uint8_chw,
     random_resized_crop_box,
+    resize_region_pil,
+    resize_region_uint8,
+    resolve_resize,
     to_rgb_or_l,
 )
 
@@ -93,7 +96,7 @@ class FastImageFolder(ImageFolder):
     * ``train=True``: a RandomResizedCrop (torchvision semantics: area fraction ``scale``, aspect ``ratio``, 10
       tries then central fallback) drawn from torch's global RNG using only the header size, then the JPEG is
       decoded at 1/2, 1/4 or 1/8 scale when that still covers the crop at the output size (libjpeg DCT scaling via
-      Pillow's ``Image.draft``), and cropped+resized with a single ``Image.resize(size, box=...)``.
+      Pillow's ``Image.draft``), and cropped+resized in a single antialiased resample (see ``resize``).
     * ``train=False``: resize the shorter side to ``eval_resize`` and centre-crop ``size`` (torchvision's
       ``Resize`` + ``CenterCrop`` geometry), done with the same draft + single-resample trick.
 
@@ -116,6 +119,13 @@ class FastImageFolder(ImageFolder):
             :func:`pil_flavour`) or ``"torchvision"`` (``torchvision.io.decode_image`` on CPU, then
             ``transforms.v2.functional`` resize on ``uint8`` with ``antialias=True``; no DCT scaling, so slower
             for large JPEGs, but bit-compatible with a torchvision tensor pipeline).
+        resize: engine of the crop+resize after a Pillow decode (``backend="pil"``): ``"torch"`` (torch's
+            antialiased ``uint8`` kernels on the NHWC view; box rounded to whole decoded pixels), ``"pil"``
+            (``Image.resize`` with the exact fractional box; Pillow-SIMD's SIMD resize when installed), or
+            ``"auto"`` (default): ``"pil"`` when Pillow-SIMD is the installed PIL or the interpolation is not
+            bilinear/bicubic, else ``"torch"``. Measured per 300x300 -> 224x224 crop on the reference CPU: torch
+            0.26 ms, stock Pillow 13 0.78 ms, Pillow-SIMD 12.1 0.21 ms. The chosen engine is
+            :attr:`resize_engine`.
         draft: allow JPEG DCT-scaled decoding (``backend="pil"``). Turning it off decodes at full size.
         draft_gap: the DCT-scaled crop must cover ``draft_gap`` times the output size (Pillow's ``reducing_gap``
             idea, see :func:`~lightning_efficient.data.decode.jpeg_draft_scale`). Default ``None``: 1.0 for
@@ -139,7 +149,7 @@ class FastImageFolder(ImageFolder):
         FileNotFoundError: ``root`` missing or not a directory, no class folders under it, a class folder without
             valid files (unless ``allow_empty``), or no image at all.
         TypeError / ValueError: invalid ``size``, ``scale``, ``ratio``, ``eval_resize``, ``interpolation``,
-            ``backend``, ``on_error``, or both ``extensions`` and ``is_valid_file``.
+            ``backend``, ``resize`` (``"torch"`` with a Pillow-only interpolation), ``on_error``, or both ``extensions`` and ``is_valid_file``.
         ImageDecodeError: (from ``__getitem__``, an ``OSError``) a file cannot be decoded and ``on_error="raise"``.
 
     Example::
@@ -165,6 +175,7 @@ class FastImageFolder(ImageFolder):
         eval_resize: int | None = None,
         interpolation: str = "bilinear",
         backend: str = "pil",
+        resize: str = "auto",
         draft: bool = True,
         draft_gap: float | None = None,
         on_error: str = "raise",
@@ -197,6 +208,9 @@ class FastImageFolder(ImageFolder):
                 f"backend='torchvision' use one of {_TV_INTERPOLATIONS}, or use backend='pil'."
             )
         self.interpolation = interpolation
+        self.resize = resize
+        #: ``"torch"`` or ``"pil"``: the resize engine ``resize`` resolved to (``backend="pil"``).
+        self.resize_engine = resolve_resize(resize, interpolation)
         self.draft = bool(draft)
         if draft_gap is None:
             draft_gap = 1.0 if self.train else 2.0
@@ -274,10 +288,10 @@ class FastImageFolder(ImageFolder):
         return center_crop_box(width, height, self.size, self.eval_resize)
 
     def _decode_pil(self, path: str) -> torch.Tensor:
-        img = decode_crop_resize(
-            path, self.size, self._choose_box, RESAMPLE[self.interpolation], self.draft, self.draft_gap
-        )
-        return pil_to_uint8_chw(img)
+        region = decode_region(path, self.size, self._choose_box, self.draft, self.draft_gap)
+        if self.resize_engine == "torch":
+            return resize_region_uint8(region, self.interpolation)
+        return pil_to_uint8_chw(resize_region_pil(region, RESAMPLE[self.interpolation]))
 
     def _decode_torchvision(self, path: str) -> torch.Tensor:
         from torchvision.io import ImageReadMode, decode_image, read_file
@@ -366,13 +380,15 @@ class FastImageFolder(ImageFolder):
             if self.train
             else f"eval: Resize({self.eval_resize}) + CenterCrop"
         )
+        engines = (
+            f"{pil_flavour()} decode, {self.resize_engine} resize" if self.backend == "pil" else "torchvision.io"
+        )
         return "\n".join(
             [
                 f"Output: uint8 [3, {self.size[0]}, {self.size[1]}]",
                 mode,
-                f"Backend: {self.backend} ({pil_flavour() if self.backend == 'pil' else 'torchvision.io'}), "
-                f"interpolation={self.interpolation}, draft={self.draft} (gap {self.draft_gap}), "
-                f"on_error={self.on_error}",
+                f"Backend: {self.backend} ({engines}), interpolation={self.interpolation}, draft={self.draft} "
+                f"(gap {self.draft_gap}), on_error={self.on_error}",
             ]
         )
 
