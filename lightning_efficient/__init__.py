@@ -12,6 +12,7 @@ Public API:
 - :class:`ChannelsLast`: model conv weights and 4-D float batch tensors in ``torch.channels_last`` (NHWC).
 - :class:`StepwiseLR`: epoch-interval LR schedulers run exactly at every optimizer step.
 - :class:`GPUAugmentation`: per-sample augmentation of training batches on the device (Kornia).
+- :class:`GPUDecode`: batched JPEG decoding on the device (nvJPEG) for ``FastImageFolder(backend="nvjpeg")``.
 - :class:`EfficiencyReport`: where the step time goes (data wait vs compute), images/s, peak memory.
 - :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
 - :func:`recommended_precision`: Lightning's precision string for this hardware.
@@ -21,6 +22,7 @@ Public API:
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
+from lightning_efficient.callbacks.gpu_decode import GPUDecode
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
@@ -37,6 +39,7 @@ __all__ = [
     "EfficiencyReport",
     "FastImageFolder",
     "GPUAugmentation",
+    "GPUDecode",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "ImageDecodeError",

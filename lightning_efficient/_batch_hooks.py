@@ -28,7 +28,8 @@ BatchTransform = Callable[[Any, int], Any]
 
 HookOwner = Union["pl.LightningModule", "pl.LightningDataModule"]
 
-#: Orders used by this package: augmentation first, memory layout last (Kornia returns NCHW).
+#: Orders used by this package: decoding first, then augmentation, memory layout last (Kornia returns NCHW).
+ORDER_DECODE = -1000
 ORDER_AUGMENTATION = 0
 ORDER_LAYOUT = 1000
 

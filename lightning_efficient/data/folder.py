@@ -1,7 +1,8 @@
 """``FastImageFolder``: an ImageFolder that yields fixed-size ``uint8`` tensors, and ``uint8_collate``.
 
 The CPU does only what it must: read the header, choose the crop, decode the JPEG at the smallest DCT scale that
-covers the crop (``Image.draft``), and crop+resize in one resample. Float conversion, normalisation and augmentation
+covers the crop (``Image.draft``) and only down to the crop's bottom edge, and crop+resize in one antialiased
+resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed). Float conversion, normalisation and augmentation
 are left to the accelerator (e.g. :class:`~lightning_efficient.callbacks.GPUAugmentation`), so a batch crosses the
 host-device link as ``uint8`` (a quarter of the bytes of float32).
 """
@@ -20,6 +21,7 @@ from torch.utils.data import default_collate
 from torchvision.datasets import DatasetFolder, ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 
+from lightning_efficient.data.device_decode import EncodedImage, EncodedImages, encode_item
 from lightning_efficient.data.decode import (
     RESAMPLE,
     ImageDecodeError,
@@ -36,7 +38,7 @@ from lightning_efficient.data.decode import (
 
 __all__ = ["FastImageFolder", "ImageDecodeError", "pil_flavour", "uint8_collate"]
 
-_BACKENDS = ("pil", "torchvision")
+_BACKENDS = ("pil", "torchvision", "nvjpeg")
 _ON_ERROR = ("raise", "skip")
 _TV_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 # What Pillow / torchvision raise for unreadable files (UnidentifiedImageError and "image file is truncated" are
@@ -96,7 +98,9 @@ class FastImageFolder(ImageFolder):
     * ``train=True``: a RandomResizedCrop (torchvision semantics: area fraction ``scale``, aspect ``ratio``, 10
       tries then central fallback) drawn from torch's global RNG using only the header size, then the JPEG is
       decoded at 1/2, 1/4 or 1/8 scale when that still covers the crop at the output size (libjpeg DCT scaling via
-      Pillow's ``Image.draft``), and cropped+resized in a single antialiased resample (see ``resize``).
+      Pillow's ``Image.draft``), only down to the crop's bottom edge (the rows below are never decoded; the
+      pixels are exactly those of a full decode), and cropped+resized in a single antialiased resample (see
+      ``resize``).
     * ``train=False``: resize the shorter side to ``eval_resize`` and centre-crop ``size`` (torchvision's
       ``Resize`` + ``CenterCrop`` geometry), done with the same draft + single-resample trick.
 
@@ -118,7 +122,11 @@ class FastImageFolder(ImageFolder):
         backend: ``"pil"`` (default; Pillow, or Pillow-SIMD when that is the installed PIL, see
             :func:`pil_flavour`) or ``"torchvision"`` (``torchvision.io.decode_image`` on CPU, then
             ``transforms.v2.functional`` resize on ``uint8`` with ``antialias=True``; no DCT scaling, so slower
-            for large JPEGs, but bit-compatible with a torchvision tensor pipeline).
+            for large JPEGs, but bit-compatible with a torchvision tensor pipeline), or ``"nvjpeg"``: items are
+            :class:`~lightning_efficient.data.EncodedImage` (the file's bytes and the crop chosen from its header,
+            no pixels decoded on the CPU); ``uint8_collate`` batches them and the
+            :class:`~lightning_efficient.callbacks.GPUDecode` callback decodes each batch on the device with one
+            batched ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA), then crops and resizes there.
         resize: engine of the crop+resize after a Pillow decode (``backend="pil"``): ``"torch"`` (torch's
             antialiased ``uint8`` kernels on the NHWC view; box rounded to whole decoded pixels), ``"pil"``
             (``Image.resize`` with the exact fractional box; Pillow-SIMD's SIMD resize when installed), or
@@ -202,10 +210,16 @@ class FastImageFolder(ImageFolder):
         self.backend = backend
         if interpolation not in RESAMPLE:
             raise ValueError(f"Unknown interpolation {interpolation!r}; use one of {tuple(RESAMPLE)}.")
-        if backend == "torchvision" and interpolation not in _TV_INTERPOLATIONS:
+        if backend in ("torchvision", "nvjpeg") and interpolation not in _TV_INTERPOLATIONS:
             raise ValueError(
                 f"interpolation={interpolation!r} is not supported on tensors by torchvision; with "
-                f"backend='torchvision' use one of {_TV_INTERPOLATIONS}, or use backend='pil'."
+                f"backend={backend!r} use one of {_TV_INTERPOLATIONS}, or use backend='pil'."
+            )
+        if backend == "nvjpeg" and transform is not None:
+            raise ValueError(
+                "backend='nvjpeg' yields undecoded files (decoded later, on the device, by GPUDecode), so a CPU "
+                "`transform` has nothing to work on; drop it and transform the decoded batch on the device "
+                "(e.g. GPUAugmentation), or use backend='pil'."
             )
         self.interpolation = interpolation
         self.resize = resize
@@ -329,6 +343,8 @@ class FastImageFolder(ImageFolder):
         try:
             if self.backend == "pil":
                 return self._decode_pil(path)
+            if self.backend == "nvjpeg":
+                return encode_item(path, self.size, self._choose_box)  # type: ignore[return-value]
             return self._decode_torchvision(path)
         except _DECODE_ERRORS as err:
             raise ImageDecodeError(
@@ -380,9 +396,11 @@ class FastImageFolder(ImageFolder):
             if self.train
             else f"eval: Resize({self.eval_resize}) + CenterCrop"
         )
-        engines = (
-            f"{pil_flavour()} decode, {self.resize_engine} resize" if self.backend == "pil" else "torchvision.io"
-        )
+        engines = {
+            "pil": f"{pil_flavour()} decode, {self.resize_engine} resize",
+            "torchvision": "torchvision.io",
+            "nvjpeg": "decoded on the device by GPUDecode",
+        }[self.backend]
         return "\n".join(
             [
                 f"Output: uint8 [3, {self.size[0]}, {self.size[1]}]",
@@ -405,7 +423,8 @@ def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: b
             ``functools.partial(uint8_collate, channels_last=True)`` as ``collate_fn`` to enable (picklable).
 
     Returns:
-        ``(images, targets)``: ``images`` ``uint8 [B, C, H, W]``; ``targets`` ``int64 [B]`` when every target is an
+        ``(images, targets)``: ``images`` ``uint8 [B, C, H, W]`` (for ``FastImageFolder(backend="nvjpeg")`` items:
+        an :class:`~lightning_efficient.data.EncodedImages` batch, decoded later by ``GPUDecode``); ``targets`` ``int64 [B]`` when every target is an
         int (or 0-d integer tensor), otherwise ``torch.utils.data.default_collate`` of the targets. Inside a
         DataLoader worker the image batch is allocated in shared memory (via ``default_collate``), as usual.
 
@@ -417,6 +436,9 @@ def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: b
     """
     if len(batch) == 0:
         raise ValueError("uint8_collate got an empty batch.")
+    if all(isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], EncodedImage) for item in batch):
+        # FastImageFolder(backend="nvjpeg"): keep the files encoded; GPUDecode decodes them on the device
+        return EncodedImages([item[0] for item in batch]), _collate_targets([item[1] for item in batch])
     images, targets = [], []
     for k, item in enumerate(batch):
         if not isinstance(item, (tuple, list)) or len(item) != 2:
@@ -446,11 +468,13 @@ def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: b
     else:
         stacked = default_collate(images)
 
+    return stacked, _collate_targets(targets)
+
+
+def _collate_targets(targets: list[Any]) -> Any:
     if all(isinstance(t, int) and not isinstance(t, bool) for t in targets) or all(
         isinstance(t, torch.Tensor) and t.ndim == 0 and not t.is_floating_point() for t in targets
     ):
-        target_batch = torch.tensor([int(t) for t in targets], dtype=torch.int64)
-    else:
-        target_batch = default_collate(targets)
-    return stacked, target_batch
+        return torch.tensor([int(t) for t in targets], dtype=torch.int64)
+    return default_collate(targets)
 

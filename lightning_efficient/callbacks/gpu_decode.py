@@ -1,0 +1,104 @@
+"""``GPUDecode``: decode ``FastImageFolder(backend="nvjpeg")`` batches on the device (nvJPEG on CUDA)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Union
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.utilities import rank_zero_warn
+
+from lightning_efficient._batch_hooks import ORDER_DECODE, add_batch_transform, remove_batch_transform
+from lightning_efficient.data.device_decode import EncodedImages, decode_batch
+
+__all__ = ["GPUDecode"]
+
+_NAME = "gpu_decode"
+_INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
+
+
+class GPUDecode(Callback):
+    """Decode batches of encoded JPEGs on the training device, after the batch transfer and before anything else.
+
+    With ``FastImageFolder(..., backend="nvjpeg")`` and ``uint8_collate``, DataLoader workers only read files and
+    choose each crop from the header; a batch reaches the LightningModule's ``on_after_batch_transfer`` as
+    ``(EncodedImages, targets)``. This callback replaces the :class:`~lightning_efficient.data.EncodedImages` by
+    ``uint8 [B, 3, H, W]`` on ``pl_module.device`` using :func:`~lightning_efficient.data.decode_batch`: one
+    batched ``torchvision.io.decode_jpeg(..., device="cuda")`` call (nvJPEG), then crop, antialiased resize and
+    EXIF orientation on the device; PNGs, GIFs and JPEGs nvJPEG rejects are decoded by Pillow on the CPU. It runs
+    before :class:`GPUAugmentation` and :class:`ChannelsLast` whatever the order of the callbacks list. Batches
+    without encoded images (e.g. a validation loader with ``backend="pil"``) pass through unchanged.
+
+    Use it where the CPU cannot keep up with the GPU (few cores per GPU, large JPEGs). On a machine without CUDA
+    it still works but decodes in the main process on the CPU, which is slower than decoding in DataLoader
+    workers (``backend="pil"``); it warns once.
+
+    Args:
+        interpolation: ``"bilinear"`` (default), ``"bicubic"`` or ``"nearest"`` (antialiased where applicable).
+        image_key: where the images are in the batch: an index into a tuple/list batch (default 0) or a dict key.
+
+    Raises:
+        ValueError: unknown ``interpolation``.
+        ImageDecodeError: (during training) a file no decoder can read; the message names the file.
+
+    Example::
+
+        train = FastImageFolder("imagenet/train", size=176, train=True, backend="nvjpeg")
+        loader = DataLoader(train, batch_size=256, shuffle=True, collate_fn=uint8_collate, num_workers=8)
+        trainer = pl.Trainer(precision="bf16-mixed",
+                             callbacks=[GPUDecode(), GPUAugmentation(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+                                        ChannelsLast()])
+
+    Source: torchvision ``io.decode_jpeg`` (batched nvJPEG decoding on CUDA); NVIDIA DALI's idea of decoding on the
+    GPU when the CPU is the bottleneck.
+    """
+
+    def __init__(self, interpolation: str = "bilinear", image_key: Union[int, str] = 0) -> None:
+        if interpolation not in _INTERPOLATIONS:
+            raise ValueError(f"GPUDecode: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}.")
+        self.interpolation = interpolation
+        self.image_key = image_key
+        self._owner: Any = None
+        self._module: Any = None
+        self._warned_cpu = False
+        #: batches decoded so far (in this process)
+        self.batches_decoded = 0
+
+    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        self._module = pl_module
+        self._owner = add_batch_transform(trainer, pl_module, _NAME, self._transform, ORDER_DECODE)
+
+    def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        remove_batch_transform(self._owner, _NAME)
+        self._owner = None
+        self._module = None
+
+    def _transform(self, batch: Any, dataloader_idx: int) -> Any:
+        key = self.image_key
+        if isinstance(batch, EncodedImages):
+            return self._decode(batch)
+        if isinstance(batch, Mapping) and isinstance(batch.get(key), EncodedImages):
+            new = dict(batch)
+            new[key] = self._decode(batch[key])
+            return type(batch)(new) if not isinstance(batch, dict) else new
+        if isinstance(batch, (tuple, list)) and isinstance(key, int) and -len(batch) <= key < len(batch):
+            if isinstance(batch[key], EncodedImages):
+                items = list(batch)
+                items[key] = self._decode(batch[key])
+                if isinstance(batch, list):
+                    return items
+                return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+        return batch
+
+    def _decode(self, encoded: EncodedImages):
+        device = self._module.device
+        if device.type != "cuda" and not self._warned_cpu:
+            self._warned_cpu = True
+            rank_zero_warn(
+                f"GPUDecode: the model is on {device}, so JPEGs are decoded on the CPU in the main process, one batch "
+                "at a time; that is slower than FastImageFolder(backend='pil') decoding in DataLoader workers. "
+                "Use GPUDecode with a CUDA device."
+            )
+        self.batches_decoded += 1
+        return decode_batch(encoded, device, self.interpolation)

@@ -1,0 +1,204 @@
+"""Batched JPEG decoding on the device (nvJPEG on CUDA) for ``FastImageFolder(backend="nvjpeg")``.
+
+DataLoader workers only read each file and choose its crop from the header (:func:`encode_item`, CPU, cheap); the
+main process decodes a whole batch with one ``torchvision.io.decode_jpeg(list_of_bytes, device=...)`` call (nvJPEG
+when ``device`` is CUDA) and crops+resizes every image on the device (:func:`decode_batch`). The
+:class:`~lightning_efficient.callbacks.GPUDecode` callback calls it for Lightning, after the batch transfer.
+
+Sources: torchvision ``io.decode_jpeg`` (batched, ``device="cuda"`` uses nvJPEG; inputs must be CPU tensors;
+no EXIF orientation on CUDA, so it is applied here after the resize); torchvision ``transforms.v2.functional``
+``resize`` (antialiased, handles ``uint8`` on CUDA by computing in float and rounding).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+
+from lightning_efficient.data.decode import (
+    Box,
+    ImageDecodeError,
+    _exif_orientation,
+    integer_box,
+    oriented_to_stored_box,
+    pil_to_uint8_chw,
+    stored_size_is_swapped,
+    to_rgb_or_l,
+)
+
+__all__ = ["EncodedImage", "EncodedImages", "decode_batch", "encode_item", "orient_chw"]
+
+_JPEG_MAGIC = b"\xff\xd8"
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """One image file, not decoded yet, and the crop chosen for it (what ``FastImageFolder(backend="nvjpeg")``
+    yields instead of a tensor).
+
+    Attributes:
+        data: the file's bytes.
+        box: ``(left, top, right, bottom)`` crop in **stored** pixels (before EXIF orientation).
+        out_size: ``(width, height)`` to resize the box to, in stored orientation.
+        orientation: EXIF orientation 1..8, applied after the resize.
+        path: the file, for error messages.
+    """
+
+    data: bytes
+    box: Box
+    out_size: tuple[int, int]
+    orientation: int
+    path: str
+
+
+class EncodedImages:
+    """A batch of :class:`EncodedImage` (what ``uint8_collate`` makes of them); decode it with :func:`decode_batch`
+    or the :class:`~lightning_efficient.callbacks.GPUDecode` callback.
+
+    Deliberately not a ``Sequence``, dataclass or tensor: Lightning's batch transfer, ``pin_memory`` and batch-size
+    inference leave it alone, so the bytes stay on the host, where ``decode_jpeg`` wants them. Using it as if it
+    were an image tensor raises an error that says what to add.
+    """
+
+    def __init__(self, items: Sequence[EncodedImage]) -> None:
+        self.items = list(items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> EncodedImage:
+        return self.items[index]
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "items":
+            raise AttributeError(name)
+        raise AttributeError(
+            f"EncodedImages has no attribute {name!r}: this batch holds {len(self.items)} undecoded image files "
+            "(FastImageFolder(backend='nvjpeg')). Add GPUDecode() to the Trainer's callbacks, or call "
+            "lightning_efficient.data.decode_batch(batch, device) before using the images."
+        )
+
+    def __repr__(self) -> str:
+        return f"EncodedImages({len(self.items)} files, {sum(len(i.data) for i in self.items)} bytes)"
+
+
+def encode_item(path: str, size: tuple[int, int], choose_box: Callable[[int, int], Box]) -> EncodedImage:
+    """Read ``path`` and choose its crop from the header (size, EXIF orientation) without decoding pixels.
+
+    Args:
+        path: image file.
+        size: output ``(h, w)`` in pixels.
+        choose_box: ``(width, height) -> (left, top, right, bottom)`` in oriented pixels.
+
+    Raises:
+        OSError, ValueError, SyntaxError, ...: the header cannot be read (the dataset wraps these into
+        :class:`ImageDecodeError`).
+    """
+    with open(path, "rb") as fh:
+        data = fh.read()
+    with Image.open(io.BytesIO(data)) as img:
+        orientation = _exif_orientation(img)
+        stored_w, stored_h = img.size
+    swapped = stored_size_is_swapped(orientation)
+    oriented = (stored_h, stored_w) if swapped else (stored_w, stored_h)
+    box = oriented_to_stored_box(choose_box(*oriented), orientation, (stored_w, stored_h))
+    out_h, out_w = size
+    return EncodedImage(data, box, (out_h, out_w) if swapped else (out_w, out_h), orientation, path)
+
+
+def orient_chw(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    """Apply an EXIF orientation (1..8) to a ``[C, H, W]`` tensor on any device (same pixels as
+    ``PIL.ImageOps.exif_transpose``; see :func:`~lightning_efficient.data.decode.orient_hwc`)."""
+    if orientation == 2:
+        return image.flip(-1)
+    if orientation == 3:
+        return image.flip(-2, -1)
+    if orientation == 4:
+        return image.flip(-2)
+    if orientation == 5:
+        return image.transpose(-2, -1)
+    if orientation == 6:
+        return image.transpose(-2, -1).flip(-1)
+    if orientation == 7:
+        return image.transpose(-2, -1).flip(-2, -1)
+    if orientation == 8:
+        return image.transpose(-2, -1).flip(-2)
+    return image
+
+
+def _decode_with_pillow(item: EncodedImage) -> torch.Tensor:
+    try:
+        with Image.open(io.BytesIO(item.data)) as img:
+            img.load()
+            return pil_to_uint8_chw(to_rgb_or_l(img).convert("RGB"))
+    except Exception as err:  # noqa: BLE001 - any failure: the file is unreadable
+        raise ImageDecodeError(
+            f"{item.path}: cannot decode image ({type(err).__name__}: {err}); delete or replace the file."
+        ) from err
+
+
+def decode_batch(
+    batch: EncodedImages | Sequence[EncodedImage], device: torch.device | str, interpolation: str = "bilinear"
+) -> torch.Tensor:
+    """Decode, crop and resize a batch on ``device``: one batched ``decode_jpeg`` call for the JPEGs.
+
+    JPEGs go through ``torchvision.io.decode_jpeg(list, mode=RGB, device=device)`` (nvJPEG on CUDA, libjpeg-turbo
+    on CPU); if the batched call fails, each JPEG is retried alone, and what the device decoder rejects (CMYK,
+    unusual JPEGs) or what is not a JPEG (PNG, GIF, ...) is decoded by Pillow on the CPU and moved over. Each
+    image is then cropped to its box (rounded to whole pixels), resized with antialiasing
+    (``transforms.v2.functional.resize``), and turned to its EXIF orientation.
+
+    Args:
+        batch: :class:`EncodedImages` or a list of :class:`EncodedImage`, all with the same output size.
+        device: where to decode, e.g. ``"cuda"`` (``"cpu"`` works too, without the speed-up).
+        interpolation: ``"bilinear"``, ``"bicubic"`` or ``"nearest"``.
+
+    Returns:
+        ``uint8 [B, 3, H, W]`` on ``device``.
+
+    Raises:
+        ValueError: empty batch, or items with different output sizes.
+        ImageDecodeError: a file neither the device decoder nor Pillow can decode (the message names it).
+    """
+    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as F
+
+    items = list(batch.items) if isinstance(batch, EncodedImages) else list(batch)
+    if not items:
+        raise ValueError("decode_batch got an empty batch.")
+    sizes = {tuple(sorted(item.out_size)) for item in items}  # stored orientation may swap (w, h) per item
+    if len(sizes) != 1:
+        raise ValueError(f"decode_batch: items have different output sizes {sorted(sizes)}; use one dataset size.")
+    device = torch.device(device)
+    decoded: list[torch.Tensor | None] = [None] * len(items)
+    jpeg = [k for k, item in enumerate(items) if item.data[:2] == _JPEG_MAGIC]
+    if jpeg:
+        datas = [torch.frombuffer(bytearray(items[k].data), dtype=torch.uint8) for k in jpeg]
+        try:
+            outs: list[torch.Tensor | None] = list(decode_jpeg(datas, mode=ImageReadMode.RGB, device=device))
+        except RuntimeError:  # one file the decoder rejects fails the whole call: retry one by one
+            outs = []
+            for data in datas:
+                try:
+                    outs.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
+                except RuntimeError:
+                    outs.append(None)
+        for k, out in zip(jpeg, outs):
+            decoded[k] = out
+    mode = InterpolationMode(interpolation)
+    images = []
+    for item, image in zip(items, decoded):
+        if image is None:
+            image = _decode_with_pillow(item).to(device, non_blocking=True)
+        height, width = image.shape[-2:]
+        left, top, right, bottom = integer_box(item.box, width, height)
+        out_w, out_h = item.out_size
+        crop = image[:, top:bottom, left:right]
+        resized = F.resize(crop, [out_h, out_w], interpolation=mode, antialias=True)
+        images.append(orient_chw(resized, item.orientation))
+    return torch.stack(images)
