@@ -5,13 +5,12 @@ Variants per dataset x output size x ``num_workers`` (default 8 and 16):
 * the four CPU pipelines of :mod:`benchmarks.decoding` (``ImageFolder+RRC+ToTensor`` reference, ``FastImageFolder``,
   ``draft=False``, ``backend=torchvision``), with ``pin_memory=True`` and each batch copied to the GPU
   (``non_blocking``) so the host-to-device transfer is counted: float32 for the reference, uint8 for the others;
-* ``nvJPEG batch + GPU RRC`` (if ``torchvision.io.decode_jpeg(device="cuda")`` works here): DataLoader workers only
-  read the file bytes; the main process decodes each batch with one ``decode_jpeg(list_of_bytes, device="cuda")``
-  call (nvJPEG) and does the RandomResizedCrop per image on the GPU (torchvision ``v2.functional.resized_crop``,
-  bilinear, antialias), giving ``uint8 [B, 3, S, S]`` on the GPU. Crop windows are drawn exactly as torchvision /
-  FastImageFolder draw them (torch CPU RNG). EXIF orientation is not applied on this path (torchvision's CUDA
-  decoder does not support it): irrelevant for throughput. Files the GPU decoder rejects are decoded on the CPU
-  (counted and reported).
+* ``nvJPEG batch + GPU RRC`` (if ``torchvision.io.decode_jpeg(device="cuda")`` works here): the package's own path,
+  ``FastImageFolder(backend="nvjpeg")`` + ``uint8_collate`` + :func:`lightning_efficient.data.decode_batch` (what
+  the ``GPUDecode`` callback calls): DataLoader workers read the file bytes and draw the crop from the header; the
+  main process decodes each batch with one ``decode_jpeg(list_of_bytes, device="cuda")`` call (nvJPEG), crops,
+  resizes (antialiased) and applies EXIF orientation on the GPU, giving ``uint8 [B, 3, S, S]`` there. Files the
+  GPU decoder rejects are decoded by Pillow on the CPU (counted and reported).
 
 One measurement = one pass over a fixed, seeded image list, ending with ``torch.cuda.synchronize``; images/s =
 images / wall time. Variants are interleaved. Without CUDA the script prints why and exits with status 0.
@@ -30,7 +29,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from benchmarks.decoding import (
     DATA,
@@ -46,80 +45,41 @@ from benchmarks.decoding import (
     pick_indices,
 )
 from benchmarks.harness import RESULTS, comparison_table, interleave, markdown_table, write_results
-from lightning_efficient import pil_flavour
-from lightning_efficient.data.decode import random_resized_crop_box
+from lightning_efficient import FastImageFolder, pil_flavour, uint8_collate
+from lightning_efficient.data import EncodedImages, decode_batch
 
 NVJPEG = "nvJPEG batch + GPU RRC"
-JPEG_MAGIC = b"\xff\xd8"
 
 
-class FileBytes(Dataset):
-    """``(uint8 [n_bytes] tensor of the file, target)`` for each ``(path, target)`` in ``samples``."""
+class CountingGPUDecode:
+    """:func:`lightning_efficient.data.decode_batch` on ``device``, counting the images nvJPEG rejected."""
 
-    def __init__(self, samples: list[tuple[str, int]]) -> None:
-        self.samples = samples
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        path, target = self.samples[index]
-        return torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8), target
-
-
-def list_collate(batch):
-    """Keep the byte tensors as a list (they have different lengths); targets as int64 [B]."""
-    return [data for data, _ in batch], torch.tensor([target for _, target in batch], dtype=torch.int64)
-
-
-class GPUDecoder:
-    """Batched nvJPEG decode + per-image RandomResizedCrop on ``device``; counts CPU fallbacks."""
-
-    def __init__(self, device: torch.device, size: int) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.size = size
         self.cpu_fallbacks = 0
 
-    def _decode(self, datas: list[torch.Tensor]) -> list[torch.Tensor]:
-        from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+    def __call__(self, encoded: EncodedImages) -> torch.Tensor:
+        from lightning_efficient.data import device_decode
 
-        jpeg = [k for k, d in enumerate(datas) if bytes(d[:2].tolist()) == JPEG_MAGIC]
-        out: list[torch.Tensor | None] = [None] * len(datas)
-        if jpeg:
-            try:
-                decoded = decode_jpeg([datas[k] for k in jpeg], mode=ImageReadMode.RGB, device=self.device)
-            except RuntimeError:  # one file nvJPEG cannot handle fails the whole call: retry one by one
-                decoded = []
-                for k in jpeg:
-                    try:
-                        decoded.append(decode_jpeg(datas[k], mode=ImageReadMode.RGB, device=self.device))
-                    except RuntimeError:
-                        decoded.append(None)
-            for k, img in zip(jpeg, decoded):
-                out[k] = img
-        for k, img in enumerate(out):
-            if img is None:  # not a JPEG, or rejected by nvJPEG: decode on the CPU
-                self.cpu_fallbacks += 1
-                out[k] = decode_image(datas[k], mode=ImageReadMode.RGB).to(self.device, non_blocking=True)
-        return out  # type: ignore[return-value]
+        original = device_decode._decode_with_pillow
 
-    def __call__(self, datas: list[torch.Tensor]) -> torch.Tensor:
-        from torchvision.transforms.v2 import functional as F
+        def counting(item):
+            self.cpu_fallbacks += 1
+            return original(item)
 
-        crops = []
-        for img in self._decode(datas):
-            height, width = img.shape[-2:]
-            top, left, h, w = random_resized_crop_box(width, height)
-            crops.append(F.resized_crop(img, top, left, h, w, [self.size, self.size], antialias=True))
-        return torch.stack(crops)
+        device_decode._decode_with_pillow = counting
+        try:
+            return decode_batch(encoded, self.device)
+        finally:
+            device_decode._decode_with_pillow = original
 
 
-def nvjpeg_pass(loader: DataLoader, decoder: GPUDecoder, seed: int) -> float:
+def nvjpeg_pass(loader: DataLoader, decoder: CountingGPUDecode, seed: int) -> float:
     torch.manual_seed(seed)
     n = 0
     start = time.perf_counter()
-    for datas, _ in loader:
-        n += decoder(datas).shape[0]
+    for encoded, _ in loader:
+        n += decoder(encoded).shape[0]
     torch.cuda.synchronize(decoder.device)
     return n / (time.perf_counter() - start)
 
@@ -200,9 +160,9 @@ def main() -> int:
                 variants = {name: (lambda ld=ld: one_pass(ld, args.seed, device)) for name, ld in loaders.items()}
                 decoder = None
                 if not nvjpeg_reason:
-                    decoder = GPUDecoder(device, size)
-                    byte_loader = make_loader(FileBytes(ref_ds.samples), indices, list_collate, workers,
-                                              args.batch_size, args.seed)
+                    decoder = CountingGPUDecode(device)
+                    encoded_ds = FastImageFolder(root, size, train=True, backend="nvjpeg")
+                    byte_loader = make_loader(encoded_ds, indices, uint8_collate, workers, args.batch_size, args.seed)
                     variants[NVJPEG] = lambda bl=byte_loader, dec=decoder: nvjpeg_pass(bl, dec, args.seed)
                     del byte_loader  # only the lambda holds it, so `del variants` shuts its workers down
                 comp = interleave(variants, rounds=args.rounds, warmup=args.warmup)
