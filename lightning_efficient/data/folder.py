@@ -126,7 +126,9 @@ class FastImageFolder(ImageFolder):
             :class:`~lightning_efficient.data.EncodedImage` (the file's bytes and the crop chosen from its header,
             no pixels decoded on the CPU); ``uint8_collate`` batches them and the
             :class:`~lightning_efficient.callbacks.GPUDecode` callback decodes each batch on the device with one
-            batched ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA), then crops and resizes there.
+            batched ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA), then crops and resizes there. With
+            ``"nvjpeg"``, ``on_error="skip"`` covers files whose header cannot be read; a file whose pixels cannot
+            be decoded raises :class:`ImageDecodeError` from ``GPUDecode`` (naming it).
         resize: engine of the crop+resize after a Pillow decode (``backend="pil"``): ``"torch"`` (torch's
             antialiased ``uint8`` kernels on the NHWC view; box rounded to whole decoded pixels), ``"pil"``
             (``Image.resize`` with the exact fractional box; Pillow-SIMD's SIMD resize when installed), or
