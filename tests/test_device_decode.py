@@ -113,6 +113,28 @@ def test_unreadable_header_fails_in_the_worker_naming_the_file(tmp_path):
         FastImageFolder(tmp_path, 24, backend="nvjpeg")[0]
 
 
+def test_skip_mode_skips_truncated_files_in_the_worker(tmp_path):
+    (tmp_path / "a").mkdir()
+    _gradient(80, 60).save(tmp_path / "a" / "1_good.jpg")
+    good = (tmp_path / "a" / "1_good.jpg").read_bytes()
+    (tmp_path / "a" / "0_truncated.jpg").write_bytes(good[: len(good) // 2])
+    nv = FastImageFolder(tmp_path, 24, backend="nvjpeg", on_error="skip")
+    with pytest.warns(UserWarning, match="0_truncated.jpg") as record:
+        item, _ = nv[0]
+    assert "pass on_error='skip'" not in str(record[0].message)  # no advice to do what was done
+    assert item.path.endswith("1_good.jpg") and nv.num_skipped == 1
+    assert "bytes" in repr(item) and len(repr(item)) < 300  # the file's bytes are not printed
+
+
+def test_decode_batch_on_the_whole_batch_says_to_pass_the_images():
+    root = _data("hymenoptera", "val")
+    nv = FastImageFolder(root, 32, train=False, backend="nvjpeg")
+    batch = uint8_collate([nv[0], nv[1]])
+    with pytest.raises(TypeError, match=r"decode_batch\(batch\[0\], device\)"):
+        decode_batch(batch, "cpu")
+    assert decode_batch(batch[0]).shape == (2, 3, 32, 32)  # default device: cuda if available, else cpu
+
+
 def test_encoded_batch_errors_say_what_to_add():
     root = _data("hymenoptera", "val")
     nv = FastImageFolder(root, 32, train=False, backend="nvjpeg")

@@ -510,6 +510,7 @@ def test_corrupt_file_raises_naming_file(tmp_path, backend, kind):
     message = str(err.value)
     assert str(tmp_path / "c" / "bad.jpg") in message
     assert "on_error='skip'" in message and "delete or replace" in message
+    assert "BytesIO" not in message  # Pillow's "cannot identify" names the file, not the in-memory buffer
 
 
 def test_skip_mode_warns_once_counts_and_returns_next(tmp_path):

@@ -473,7 +473,7 @@ def decode_region(
     with open(path, "rb") as fh:
         data = fh.read()
     buffer = io.BytesIO(data)
-    with Image.open(buffer) as img:
+    with _open_image(buffer, path) as img:
         orientation = _exif_orientation(img)
         stored_w, stored_h = img.size
         swapped = stored_size_is_swapped(orientation)
@@ -505,6 +505,14 @@ def decode_region(
         img.load()
         work = to_rgb_or_l(img)  # loaded pixels stay valid after the file is closed
     return DecodedRegion(work, box, stored_out, orientation, scale)
+
+
+def _open_image(buffer: io.BytesIO, path: str) -> Image.Image:
+    """``Image.open`` on in-memory bytes, with Pillow's "cannot identify" error naming the file, not the buffer."""
+    try:
+        return Image.open(buffer)
+    except Image.UnidentifiedImageError as err:
+        raise Image.UnidentifiedImageError(f"cannot identify image file {path!r}") from err
 
 
 def resize_region_pil(region: DecodedRegion, resample: Image.Resampling = Image.Resampling.BILINEAR) -> Image.Image:

@@ -24,6 +24,7 @@ from lightning_efficient.data.decode import (
     ImageDecodeError,
     _exif_orientation,
     integer_box,
+    jpeg_ends_with_eoi,
     oriented_to_stored_box,
     pil_to_uint8_chw,
     stored_size_is_swapped,
@@ -35,7 +36,7 @@ __all__ = ["EncodedImage", "EncodedImages", "decode_batch", "encode_item", "orie
 _JPEG_MAGIC = b"\xff\xd8"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class EncodedImage:
     """One image file, not decoded yet, and the crop chosen for it (what ``FastImageFolder(backend="nvjpeg")``
     yields instead of a tensor).
@@ -53,6 +54,13 @@ class EncodedImage:
     out_size: tuple[int, int]
     orientation: int
     path: str
+
+    def __repr__(self) -> str:
+        box = tuple(round(v, 1) for v in self.box)
+        return (
+            f"EncodedImage({self.path!r}, {len(self.data)} bytes, box={box}, out_size={self.out_size}, "
+            f"orientation={self.orientation})"
+        )
 
 
 class EncodedImages:
@@ -78,8 +86,8 @@ class EncodedImages:
             raise AttributeError(name)
         raise AttributeError(
             f"EncodedImages has no attribute {name!r}: this batch holds {len(self.items)} undecoded image files "
-            "(FastImageFolder(backend='nvjpeg')). Add GPUDecode() to the Trainer's callbacks, or call "
-            "lightning_efficient.data.decode_batch(batch, device) before using the images."
+            "(FastImageFolder(backend='nvjpeg')). Add GPUDecode() to the Trainer's callbacks, or decode them "
+            "yourself: images, targets = batch; images = lightning_efficient.data.decode_batch(images, device)."
         )
 
     def __repr__(self) -> str:
@@ -103,6 +111,8 @@ def encode_item(path: str, size: tuple[int, int], choose_box: Callable[[int, int
     with Image.open(io.BytesIO(data)) as img:
         orientation = _exif_orientation(img)
         stored_w, stored_h = img.size
+        if img.format == "JPEG" and not jpeg_ends_with_eoi(data):
+            img.load()  # no end-of-image marker: likely truncated; find out here, where on_error="skip" applies
     swapped = stored_size_is_swapped(orientation)
     oriented = (stored_h, stored_w) if swapped else (stored_w, stored_h)
     box = oriented_to_stored_box(choose_box(*oriented), orientation, (stored_w, stored_h))
@@ -142,7 +152,9 @@ def _decode_with_pillow(item: EncodedImage) -> torch.Tensor:
 
 
 def decode_batch(
-    batch: EncodedImages | Sequence[EncodedImage], device: torch.device | str, interpolation: str = "bilinear"
+    batch: EncodedImages | Sequence[EncodedImage],
+    device: torch.device | str | None = None,
+    interpolation: str = "bilinear",
 ) -> torch.Tensor:
     """Decode, crop and resize a batch on ``device``: one batched ``decode_jpeg`` call for the JPEGs.
 
@@ -154,13 +166,15 @@ def decode_batch(
 
     Args:
         batch: :class:`EncodedImages` or a list of :class:`EncodedImage`, all with the same output size.
-        device: where to decode, e.g. ``"cuda"`` (``"cpu"`` works too, without the speed-up).
+        device: where to decode, e.g. ``"cuda"`` (``"cpu"`` works too, without the speed-up); default: ``"cuda"``
+            when available, else ``"cpu"``.
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"nearest"``.
 
     Returns:
         ``uint8 [B, 3, H, W]`` on ``device``.
 
     Raises:
+        TypeError: ``batch`` is not a batch of :class:`EncodedImage` (e.g. the whole ``(images, targets)`` pair).
         ValueError: empty batch, or items with different output sizes.
         ImageDecodeError: a file neither the device decoder nor Pillow can decode (the message names it).
     """
@@ -168,9 +182,21 @@ def decode_batch(
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms.v2 import functional as F
 
-    items = list(batch.items) if isinstance(batch, EncodedImages) else list(batch)
+    if isinstance(batch, EncodedImages):
+        items = list(batch.items)
+    else:
+        items = list(batch)
+        if any(not isinstance(item, EncodedImage) for item in items):
+            kinds = sorted({type(item).__name__ for item in items})
+            raise TypeError(
+                f"decode_batch takes the encoded images of a batch, got a sequence of {kinds}; with "
+                "FastImageFolder(backend='nvjpeg') and uint8_collate a batch is (images, targets): pass "
+                "decode_batch(batch[0], device)."
+            )
     if not items:
         raise ValueError("decode_batch got an empty batch.")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     sizes = {tuple(sorted(item.out_size)) for item in items}  # stored orientation may swap (w, h) per item
     if len(sizes) != 1:
         raise ValueError(f"decode_batch: items have different output sizes {sorted(sizes)}; use one dataset size.")

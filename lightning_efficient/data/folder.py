@@ -384,8 +384,10 @@ class FastImageFolder(ImageFolder):
             self.skipped_files.append(path)
         if not self._warned:
             self._warned = True
+            cause = err.__cause__ if err.__cause__ is not None else err
             warnings.warn(
-                f"FastImageFolder skipped an unreadable file and returned the next readable item instead: {err} "
+                f"FastImageFolder skipped an unreadable file and returned the next readable item instead: {path} "
+                f"({type(cause).__name__}: {cause}). "
                 "Further unreadable files are not warned about; see dataset.num_skipped / dataset.skipped_files "
                 "(counted per process; DataLoader workers keep their own counts).",
                 UserWarning,
