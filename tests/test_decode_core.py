@@ -34,14 +34,7 @@ from lightning_efficient.data.decode import (
     resolve_resize,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def _data(*parts: str) -> Path:
-    path = DATA.joinpath(*parts)
-    if not path.is_dir():
-        pytest.skip(f"real data not present at {path}")
-    return path
+from image_helpers import data as _data
 
 
 def _textured(w: int, h: int, seed: int = 0) -> Image.Image:

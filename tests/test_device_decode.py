@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,25 +23,9 @@ from lightning_efficient.data import EncodedImages, ImageDecodeError, decode_bat
 from lightning_efficient.data.decode import orient_hwc
 from lightning_efficient.data.device_decode import orient_chw
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def _data(*parts: str) -> Path:
-    path = DATA.joinpath(*parts)
-    if not path.is_dir():
-        pytest.skip(f"real data not present at {path}")
-    return path
-
-
-def _mad(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.float() - b.float()).abs().mean().item()
-
-
-def _gradient(w: int, h: int) -> Image.Image:
-    x = np.linspace(0, 1, w)[None, :]
-    y = np.linspace(0, 1, h)[:, None]
-    rgb = np.stack([255 * x * np.ones_like(y), 255 * y * np.ones_like(x), 255 * (1 - x) * y], axis=-1)
-    return Image.fromarray(rgb.astype(np.uint8), "RGB")
+from image_helpers import data as _data
+from image_helpers import gradient_image as _gradient
+from image_helpers import mad as _mad
 
 
 def test_eval_batch_matches_pillow_backend():

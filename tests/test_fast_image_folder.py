@@ -30,34 +30,17 @@ from lightning_efficient.data.decode import (
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import suggest_loader_kwargs
 
+from image_helpers import data as _data
+from image_helpers import gradient_image as _gradient_image
+from image_helpers import mad as _mad
+
 pytestmark = pytest.mark.filterwarnings(
     "ignore:The image decoding and encoding capabilities of TorchVision are deprecated:DeprecationWarning"
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def _data(*parts: str) -> Path:
-    path = DATA.joinpath(*parts)
-    if not path.is_dir():
-        pytest.skip(f"real data not present at {path}")
-    return path
-
 
 def _to_uint8(img: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.asarray(img.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
-
-
-def _mad(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.float() - b.float()).abs().mean().item()
-
-
-def _gradient_image(w: int, h: int) -> Image.Image:
-    """Smooth RGB content with no symmetry (so any wrong flip/rotation shows)."""
-    x = np.linspace(0, 1, w)[None, :]
-    y = np.linspace(0, 1, h)[:, None]
-    rgb = np.stack([255 * x * np.ones_like(y), 255 * y * np.ones_like(x), 255 * (1 - x) * y], axis=-1)
-    return Image.fromarray(rgb.astype(np.uint8), "RGB")
 
 
 def _make_class_tree(root: Path, files: dict[str, Image.Image | bytes]) -> Path:
