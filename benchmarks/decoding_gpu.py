@@ -52,26 +52,18 @@ NVJPEG = "nvJPEG batch + GPU RRC"
 
 
 class CountingGPUDecode:
-    """:func:`lightning_efficient.data.decode_batch` on ``device``, counting the images nvJPEG rejected."""
+    """:func:`lightning_efficient.data.decode_batch` on ``device``, counting the images decoded on the CPU instead."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.cpu_fallbacks = 0
+        self.fallback_paths: list[str] = []
+
+    @property
+    def cpu_fallbacks(self) -> int:
+        return len(self.fallback_paths)
 
     def __call__(self, encoded: EncodedImages) -> torch.Tensor:
-        from lightning_efficient.data import device_decode
-
-        original = device_decode._decode_with_pillow
-
-        def counting(item):
-            self.cpu_fallbacks += 1
-            return original(item)
-
-        device_decode._decode_with_pillow = counting
-        try:
-            return decode_batch(encoded, self.device)
-        finally:
-            device_decode._decode_with_pillow = original
+        return decode_batch(encoded, self.device, cpu_fallbacks=self.fallback_paths)
 
 
 def nvjpeg_pass(loader: DataLoader, decoder: CountingGPUDecode, seed: int) -> float:

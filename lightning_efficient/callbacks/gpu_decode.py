@@ -64,6 +64,8 @@ class GPUDecode(Callback):
         self._warned_cpu = False
         #: batches decoded so far (in this process)
         self.batches_decoded = 0
+        #: paths of the images decoded by Pillow on the CPU instead (not JPEG, or rejected by the device decoder)
+        self.cpu_fallbacks: list[str] = []
 
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
         self._module = pl_module
@@ -101,4 +103,4 @@ class GPUDecode(Callback):
                 "Use GPUDecode with a CUDA device."
             )
         self.batches_decoded += 1
-        return decode_batch(encoded, device, self.interpolation)
+        return decode_batch(encoded, device, self.interpolation, cpu_fallbacks=self.cpu_fallbacks)

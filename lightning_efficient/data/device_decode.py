@@ -12,26 +12,25 @@ no EXIF orientation on CUDA, so it is applied here after the resize); torchvisio
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from PIL import Image
 
 from lightning_efficient.data.decode import (
     Box,
     ImageDecodeError,
-    _exif_orientation,
+    crop_geometry,
     integer_box,
     jpeg_ends_with_eoi,
-    oriented_to_stored_box,
+    open_image_bytes,
+    orient_chw,
     pil_to_uint8_chw,
     stored_size_is_swapped,
     to_rgb_or_l,
 )
 
-__all__ = ["EncodedImage", "EncodedImages", "decode_batch", "encode_item", "orient_chw"]
+__all__ = ["EncodedImage", "EncodedImages", "decode_batch", "encode_item"]
 
 _JPEG_MAGIC = b"\xff\xd8"
 
@@ -108,41 +107,22 @@ def encode_item(path: str, size: tuple[int, int], choose_box: Callable[[int, int
     """
     with open(path, "rb") as fh:
         data = fh.read()
-    with Image.open(io.BytesIO(data)) as img:
-        orientation = _exif_orientation(img)
-        stored_w, stored_h = img.size
+    with open_image_bytes(data, path) as img:
+        orientation, box, out_size = crop_geometry(img, size, choose_box)
         if img.format == "JPEG" and not jpeg_ends_with_eoi(data):
             img.load()  # no end-of-image marker: likely truncated; find out here, where on_error="skip" applies
-    swapped = stored_size_is_swapped(orientation)
-    oriented = (stored_h, stored_w) if swapped else (stored_w, stored_h)
-    box = oriented_to_stored_box(choose_box(*oriented), orientation, (stored_w, stored_h))
-    out_h, out_w = size
-    return EncodedImage(data, box, (out_h, out_w) if swapped else (out_w, out_h), orientation, path)
+    return EncodedImage(data, box, out_size, orientation, path)
 
 
-def orient_chw(image: torch.Tensor, orientation: int) -> torch.Tensor:
-    """Apply an EXIF orientation (1..8) to a ``[C, H, W]`` tensor on any device (same pixels as
-    ``PIL.ImageOps.exif_transpose``; see :func:`~lightning_efficient.data.decode.orient_hwc`)."""
-    if orientation == 2:
-        return image.flip(-1)
-    if orientation == 3:
-        return image.flip(-2, -1)
-    if orientation == 4:
-        return image.flip(-2)
-    if orientation == 5:
-        return image.transpose(-2, -1)
-    if orientation == 6:
-        return image.transpose(-2, -1).flip(-1)
-    if orientation == 7:
-        return image.transpose(-2, -1).flip(-2, -1)
-    if orientation == 8:
-        return image.transpose(-2, -1).flip(-2)
-    return image
+def _oriented_hw(item: EncodedImage) -> tuple[int, int]:
+    """``(h, w)`` of the item after resize and EXIF orientation (``out_size`` is ``(w, h)`` in stored orientation)."""
+    w, h = item.out_size
+    return (w, h) if stored_size_is_swapped(item.orientation) else (h, w)
 
 
 def _decode_with_pillow(item: EncodedImage) -> torch.Tensor:
     try:
-        with Image.open(io.BytesIO(item.data)) as img:
+        with open_image_bytes(item.data, item.path) as img:
             img.load()
             return pil_to_uint8_chw(to_rgb_or_l(img).convert("RGB"))
     except Exception as err:  # noqa: BLE001 - any failure: the file is unreadable
@@ -155,6 +135,7 @@ def decode_batch(
     batch: EncodedImages | Sequence[EncodedImage],
     device: torch.device | str | None = None,
     interpolation: str = "bilinear",
+    cpu_fallbacks: list[str] | None = None,
 ) -> torch.Tensor:
     """Decode, crop and resize a batch on ``device``: one batched ``decode_jpeg`` call for the JPEGs.
 
@@ -169,6 +150,8 @@ def decode_batch(
         device: where to decode, e.g. ``"cuda"`` (``"cpu"`` works too, without the speed-up); default: ``"cuda"``
             when available, else ``"cpu"``.
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"nearest"``.
+        cpu_fallbacks: if given, the paths of the images decoded by Pillow on the CPU (not JPEG, or rejected by
+            the device decoder) are appended to it.
 
     Returns:
         ``uint8 [B, 3, H, W]`` on ``device``.
@@ -197,9 +180,11 @@ def decode_batch(
         raise ValueError("decode_batch got an empty batch.")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    sizes = {tuple(sorted(item.out_size)) for item in items}  # stored orientation may swap (w, h) per item
+    sizes = {_oriented_hw(item) for item in items}
     if len(sizes) != 1:
-        raise ValueError(f"decode_batch: items have different output sizes {sorted(sizes)}; use one dataset size.")
+        raise ValueError(
+            f"decode_batch: items have different output sizes (h, w) {sorted(sizes)}; use one dataset size."
+        )
     device = torch.device(device)
     decoded: list[torch.Tensor | None] = [None] * len(items)
     jpeg = [k for k, item in enumerate(items) if item.data[:2] == _JPEG_MAGIC]
@@ -221,6 +206,8 @@ def decode_batch(
     for item, image in zip(items, decoded):
         if image is None:
             image = _decode_with_pillow(item).to(device, non_blocking=True)
+            if cpu_fallbacks is not None:
+                cpu_fallbacks.append(item.path)
         height, width = image.shape[-2:]
         left, top, right, bottom = integer_box(item.box, width, height)
         out_w, out_h = item.out_size

@@ -2,9 +2,10 @@
 
 The CPU does only what it must: read the header, choose the crop, decode the JPEG at the smallest DCT scale that
 covers the crop (``Image.draft``) and only down to the crop's bottom edge, and crop+resize in one antialiased
-resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed). Float conversion, normalisation and augmentation
-are left to the accelerator (e.g. :class:`~lightning_efficient.callbacks.GPUAugmentation`), so a batch crosses the
-host-device link as ``uint8`` (a quarter of the bytes of float32).
+resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed). Float conversion,
+normalisation and augmentation are left to the accelerator (e.g.
+:class:`~lightning_efficient.callbacks.GPUAugmentation`), so a batch crosses the host-device link as ``uint8`` (a
+quarter of the bytes of float32).
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ class FastImageFolder(ImageFolder):
             no pixels decoded on the CPU); ``uint8_collate`` batches them and the
             :class:`~lightning_efficient.callbacks.GPUDecode` callback decodes each batch on the device with one
             batched ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA), then crops and resizes there. With
-            ``"nvjpeg"``, ``on_error="skip"`` covers files whose header cannot be read; a file whose pixels cannot
-            be decoded raises :class:`ImageDecodeError` from ``GPUDecode`` (naming it).
+            ``"nvjpeg"``, ``on_error="skip"`` covers files whose header cannot be read and truncated JPEGs; a file
+            whose pixels still cannot be decoded raises :class:`ImageDecodeError` from ``GPUDecode`` (naming it).
         resize: engine of the crop+resize after a Pillow decode (``backend="pil"``): ``"torch"`` (torch's
             antialiased ``uint8`` kernels on the NHWC view; box rounded to whole decoded pixels), ``"pil"``
             (``Image.resize`` with the exact fractional box; Pillow-SIMD's SIMD resize when installed), or
@@ -159,7 +160,8 @@ class FastImageFolder(ImageFolder):
         FileNotFoundError: ``root`` missing or not a directory, no class folders under it, a class folder without
             valid files (unless ``allow_empty``), or no image at all.
         TypeError / ValueError: invalid ``size``, ``scale``, ``ratio``, ``eval_resize``, ``interpolation``,
-            ``backend``, ``resize`` (``"torch"`` with a Pillow-only interpolation), ``on_error``, or both ``extensions`` and ``is_valid_file``.
+            ``backend``, ``resize`` (``"torch"`` with a Pillow-only interpolation), ``on_error``, a ``transform``
+            with ``backend="nvjpeg"``, or both ``extensions`` and ``is_valid_file``.
         ImageDecodeError: (from ``__getitem__``, an ``OSError``) a file cannot be decoded and ``on_error="raise"``.
 
     Example::
@@ -428,9 +430,10 @@ def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: b
 
     Returns:
         ``(images, targets)``: ``images`` ``uint8 [B, C, H, W]`` (for ``FastImageFolder(backend="nvjpeg")`` items:
-        an :class:`~lightning_efficient.data.EncodedImages` batch, decoded later by ``GPUDecode``); ``targets`` ``int64 [B]`` when every target is an
-        int (or 0-d integer tensor), otherwise ``torch.utils.data.default_collate`` of the targets. Inside a
-        DataLoader worker the image batch is allocated in shared memory (via ``default_collate``), as usual.
+        an :class:`~lightning_efficient.data.EncodedImages` batch, decoded later by ``GPUDecode``); ``targets``
+        ``int64 [B]`` when every target is an int (or 0-d integer tensor), otherwise
+        ``torch.utils.data.default_collate`` of the targets. Inside a DataLoader worker the image batch is allocated
+        in shared memory (via ``default_collate``), as usual.
 
     Raises:
         ValueError: empty batch, an item that is not an ``(image, target)`` pair, or images of different shapes
