@@ -1,4 +1,7 @@
-"""Helpers shared by the image-loading tests (imported as a plain module: pytest puts tests/ on sys.path)."""
+"""Helpers shared by the tests (importable from any test folder: pyproject sets ``pythonpath = ["tests"]``).
+
+``DATA`` is the one place the tests locate the reference data (``../shared/data``); ``conftest.py`` builds its
+fixtures on :func:`data`."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ def data(*parts: str) -> Path:
     """``../shared/data/<parts>``; skips the test where it is absent."""
     path = DATA.joinpath(*parts)
     if not path.is_dir():
-        pytest.skip(f"real data not present at {path}")
+        pytest.skip(f"reference data {path} is absent (it lies beside the repository as ../shared/data)")
     return path
 
 

@@ -19,7 +19,7 @@ Sources: closed forms from PyTorch's own ``_get_closed_form_lr`` methods and doc
 (``torch/optim/lr_scheduler.py``), with PyTorch's recursive-update quirks reproduced where they change the
 value (``total_iters=0`` in ``LinearLR``/``ConstantLR``, ``SequentialLR`` restarting its children at the
 milestones, ``ChainedScheduler`` multiplying its children's factors). The property "equal at every epoch
-boundary" is checked against the real schedulers with hypothesis in ``tests/test_schedules.py``.
+boundary" is checked against the real schedulers with hypothesis in ``tests/functional/test_schedules.py``.
 
 Not convertible (:class:`UnsupportedSchedulerError`): ``ReduceLROnPlateau``, ``OneCycleLR``, ``CyclicLR``,
 unregistered classes, a ``MultiplicativeLR`` after the first phase of a ``SequentialLR`` and a ``SequentialLR``

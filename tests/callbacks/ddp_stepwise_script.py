@@ -1,4 +1,4 @@
-"""DDP subprocess for tests/test_stepwise_lr.py: 2 CPU processes (gloo), each saves the LRs it used.
+"""DDP subprocess for tests/callbacks/test_stepwise_lr.py: 2 CPU processes (gloo), each saves the LRs it used.
 
 Usage: python ddp_stepwise_script.py OUT_DIR
 """

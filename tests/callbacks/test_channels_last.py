@@ -365,7 +365,7 @@ def test_torch_compile_predict_matches_eager():
 
 @pytest.mark.ddp
 def test_ddp_two_processes(tmp_path):
-    """DDP, 2 CPU processes, gloo (script: tests/ddp_channels_last_script.py)."""
+    """DDP, 2 CPU processes, gloo (script: tests/callbacks/ddp_channels_last_script.py)."""
     script = Path(__file__).with_name("ddp_channels_last_script.py")
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(

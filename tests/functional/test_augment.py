@@ -14,18 +14,13 @@ from torchvision.transforms.v2 import functional as F
 from lightning_efficient.functional import augment as A
 from lightning_efficient.functional.augment import OPS, PolicyParams
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
 @pytest.fixture(scope="module")
-def real_image() -> torch.Tensor:
+def real_image(imagenette: Path) -> torch.Tensor:
     """One imagenette JPEG as ``uint8 [1, 3, 224, 224]``."""
     import numpy as np
     from PIL import Image
 
-    folder = DATA / "imagenette" / "train"
-    if not folder.is_dir():
-        pytest.skip(f"reference data {folder} is absent")
+    folder = imagenette / "train"
     path = sorted(p for p in folder.rglob("*") if p.suffix.lower() in {".jpeg", ".jpg"})[0]
     with Image.open(path) as img:
         return torch.from_numpy(np.asarray(img.convert("RGB")).copy()).permute(2, 0, 1)[None].contiguous()

@@ -1,4 +1,4 @@
-"""DDP subprocess for tests/test_efficiency_report.py: 2 CPU processes (gloo) with EfficiencyReport.
+"""DDP subprocess for tests/callbacks/test_efficiency_report.py: 2 CPU processes (gloo) with EfficiencyReport.
 
 Usage: python ddp_report_script.py OUT_DIR   (rank 0 writes summary.json there; the report is printed once)
 """

@@ -1,6 +1,6 @@
-"""ChannelsLast under DDP: 2 CPU processes, gloo. Run by ``tests/test_channels_last.py::test_ddp_two_processes``.
+"""ChannelsLast under DDP: 2 CPU processes, gloo. Run by ``tests/callbacks/test_channels_last.py::test_ddp_two_processes``.
 
-Usage: ``python tests/ddp_channels_last_script.py OUT_DIR``. Lightning's ``strategy="ddp"`` re-launches this
+Usage: ``python tests/callbacks/ddp_channels_last_script.py OUT_DIR``. Lightning's ``strategy="ddp"`` re-launches this
 script for rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with what it saw: the layout of every batch
 ``training_step``/``validation_step`` received, whether the conv weights are channels_last inside the
 DDP-wrapped model and after training, and a checksum of its final parameters (equal across ranks iff DDP's
