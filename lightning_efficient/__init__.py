@@ -13,6 +13,8 @@ Public API:
 - :class:`StepwiseLR`: epoch-interval LR schedulers run exactly at every optimizer step.
 - :class:`GPUAugmentation`: per-sample augmentation of training batches on the device (Kornia).
 - :class:`GPUDecode`: batched JPEG decoding on the device (nvJPEG) for ``FastImageFolder(backend="nvjpeg")``.
+- :class:`BatchPipeline` / :func:`get_pipeline`: what the callbacks above do to each batch on the device, in
+  which order (``print(get_pipeline(trainer))``).
 - :class:`EfficiencyReport`: where the step time goes (data wait vs compute), images/s, peak memory.
 - :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
 - :func:`recommended_precision`: Lightning's precision string for this hardware.
@@ -29,12 +31,14 @@ from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import suggest_loader_kwargs
 from lightning_efficient.functional.augment import preview
 from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
+from lightning_efficient.pipeline import BatchPipeline, get_pipeline
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchPipeline",
     "ChannelsLast",
     "EfficiencyReport",
     "FastImageFolder",
@@ -45,6 +49,7 @@ __all__ = [
     "ImageDecodeError",
     "StepwiseLR",
     "explain_precision",
+    "get_pipeline",
     "pil_flavour",
     "preview",
     "recipe",

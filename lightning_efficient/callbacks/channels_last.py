@@ -9,20 +9,20 @@ import pytorch_lightning as pl
 from pytorch_lightning import Callback
 from pytorch_lightning.utilities import rank_zero_warn
 
-from lightning_efficient._batch_hooks import ORDER_LAYOUT, HookOwner, add_batch_transform, remove_batch_transform
 from lightning_efficient.functional.layout import (
+    BatchToChannelsLast,
     ConversionReport,
     ExcludeSpec,
     FiveDPolicy,
-    _BatchConverter,
-    _normalize_exclude,
-    _normalize_five_d,
+    check_five_d,
     convert_module_to_channels_last,
+    parse_exclude,
 )
+from lightning_efficient.pipeline import BatchPipeline, add_stage
 
 __all__ = ["ChannelsLast", "ChannelsLastReport"]
 
-_TRANSFORM_NAME = "channels_last"
+_STAGE_NAME = "channels_last"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,17 +62,17 @@ class ChannelsLast(Callback):
     training, validation (and sanity check), test and predict, once on the device, goes through
     :func:`~lightning_efficient.functional.layout.batch_to_channels_last`: each floating-point ``[N, C, H, W]``
     tensor becomes channels_last, with equal values; integer tensors (labels, masks, ``uint8`` images), other
-    ranks and the container types, keys and order are kept. The transform is registered through
-    ``lightning_efficient._batch_hooks`` with ``ORDER_LAYOUT``, so it runs after the user's
+    ranks and the container types, keys and order are kept. The conversion is the ``"layout"`` stage
+    ``"channels_last"`` of the :class:`~lightning_efficient.pipeline.BatchPipeline`, so it runs after the user's
     ``on_after_batch_transfer`` and after :class:`GPUAugmentation` (Kornia returns NCHW), whatever the order of
     the callbacks; it is removed again in ``teardown``. The model stays channels_last after ``teardown``.
 
     The values computed do not change: losses and gradients equal an NCHW run up to floating-point rounding
     (different kernels sum in a different order). The speed-up (for CNNs under ``16-mixed`` / ``bf16-mixed`` on
     Volta and later NVIDIA GPUs, where tensor cores need NHWC) comes from convolutions not transposing their
-    inputs; its size depends on model and hardware, so measure it (e.g. with :class:`EfficiencyReport`). Measured
-    through the Trainer on a 2-core AMD EPYC CPU (``benchmarks/results/channels_last.md``, 128 px, batch 32):
-    ResNet-18 1.14x (fp32 and bf16-mixed), ResNet-50 1.19x / 1.17x, MobileNetV3-Large 1.48x / 1.08x.
+    inputs; its size depends on model and hardware, so measure it (e.g. with :class:`EfficiencyReport`). Figures
+    measured through the Trainer (three CNNs, fp32 and bf16-mixed) are in ``benchmarks/results/channels_last.md``
+    (CPU; ``benchmarks/gpu_suite.py`` writes ``gpu/trainer_resnet50.md`` there for CUDA).
     Works with DDP and ``torch.compile``.
 
     Sources: PyTorch tutorial "Channels Last Memory Format in PyTorch"; NVIDIA "Deep Learning Performance Guide:
@@ -114,9 +114,9 @@ class ChannelsLast(Callback):
         convert_batch: bool = True,
     ) -> None:
         # Fail early on bad types; names are checked against the model in setup.
-        names, types = _normalize_exclude(exclude)
+        names, types = parse_exclude(exclude)
         self.exclude: tuple = (*names, *types)
-        self.five_d = _normalize_five_d(five_d)
+        self.five_d = check_five_d(five_d)
         for name, flag in (("convert_model", convert_model), ("convert_batch", convert_batch)):
             if not isinstance(flag, bool):
                 raise TypeError(f"`{name}` must be a bool, got {flag!r}.")
@@ -127,11 +127,9 @@ class ChannelsLast(Callback):
             )
         self.convert_model = convert_model
         self.convert_batch = convert_batch
-        self._owner: Optional[HookOwner] = None
+        self._pipeline: Optional[BatchPipeline] = None
         self._model_report: Optional[ConversionReport] = None
-        self._batches = 0
-        self._converted = 0
-        self._already = 0
+        self._convert = BatchToChannelsLast()
 
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
         if self.convert_model:
@@ -144,25 +142,21 @@ class ChannelsLast(Callback):
                     "is unchanged."
                 )
         if self.convert_batch:
-            self._owner = add_batch_transform(trainer, pl_module, _TRANSFORM_NAME, self._transform, ORDER_LAYOUT)
+            self._pipeline = add_stage(trainer, pl_module, _STAGE_NAME, self._transform, "layout")
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
-        remove_batch_transform(self._owner, _TRANSFORM_NAME)
-        self._owner = None
+        if self._pipeline is not None:
+            self._pipeline.remove(_STAGE_NAME)
+        self._pipeline = None
 
     def _transform(self, batch: Any, dataloader_idx: int) -> Any:
-        converter = _BatchConverter()
-        batch = converter(batch)
-        self._batches += 1
-        self._converted += converter.converted
-        self._already += converter.already
-        return batch
+        return self._convert(batch)
 
     def report(self) -> ChannelsLastReport:
         """What this callback did so far in this process (see :class:`ChannelsLastReport`)."""
         return ChannelsLastReport(
             model=self._model_report,
-            batches=self._batches,
-            batch_tensors_converted=self._converted,
-            batch_tensors_already=self._already,
+            batches=self._convert.batches,
+            batch_tensors_converted=self._convert.converted,
+            batch_tensors_already=self._convert.already,
         )

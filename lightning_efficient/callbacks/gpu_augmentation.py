@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import pytorch_lightning as pl
 import torch
@@ -11,39 +10,76 @@ from pytorch_lightning import Callback
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
-from lightning_efficient._batch_hooks import ORDER_AUGMENTATION, add_batch_transform, remove_batch_transform
+from lightning_efficient.pipeline import add_stage
 from lightning_efficient.functional.augment import build_augmentation, normalize, preview, to_float
+from lightning_efficient.functional.batch import get_entry, replace_entry
 
-__all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD", "precision_input_dtype"]
 
 #: ImageNet channel statistics in ``[0, 1]`` units (torchvision's reference training scripts).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 _NAME = "gpu_augmentation"
-_PRECISION_DTYPES = {
-    "bf16-true": torch.bfloat16,
-    "16-true": torch.float16,
-    "64-true": torch.float64,
-    "transformer-engine": torch.bfloat16,
-}
 _SEED_MIX = 0x9E3779B97F4A7C15
+
+
+def precision_input_dtype(plugin: Any) -> torch.dtype:
+    """The floating dtype Lightning feeds the model under ``plugin`` (``trainer.precision_plugin``).
+
+    It is what the plugin's public ``convert_input`` (which Lightning calls on every batch before the transfer
+    hooks: ``loops/training_epoch_loop.py``, ``evaluation_loop.py``, ``prediction_loop.py``) makes of a float32
+    tensor: ``float32`` for ``"32-true"`` and the ``*-mixed`` precisions (autocast casts inside the step),
+    ``bfloat16`` / ``float16`` for ``"bf16-true"`` / ``"16-true"`` (``HalfPrecision``, FSDP, DeepSpeed),
+    ``float64`` for ``"64-true"``, the weights dtype for Transformer Engine, and whatever a custom plugin's
+    ``convert_input`` does.
+
+    Returns:
+        A floating ``torch.dtype``.
+
+    Warns:
+        UserWarning (and returns ``float32``), naming the plugin and the fix, when the plugin's answer cannot be
+        used: ``convert_input`` raises or returns something other than a floating tensor, or it leaves float32
+        unchanged while the plugin's ``precision`` names a half or double ``*-true`` precision (a plugin that
+        does not override ``convert_input``).
+    """
+    precision = str(getattr(plugin, "precision", ""))
+    problem = None
+    try:
+        probe = plugin.convert_input(torch.zeros((), dtype=torch.float32))
+    except Exception as err:  # a plugin we cannot ask: report it rather than guess silently
+        probe, problem = None, f"its convert_input raised {type(err).__name__}: {err}"
+    if problem is None and not (isinstance(probe, Tensor) and probe.is_floating_point()):
+        what = f"a {probe.dtype} tensor" if isinstance(probe, Tensor) else type(probe).__name__
+        problem = f"its convert_input turned a float32 tensor into {what}"
+    if problem is None and probe.dtype == torch.float32 and precision.endswith("-true") and precision != "32-true":
+        problem = f"its precision is {precision!r} but its convert_input leaves float32 tensors unchanged"
+    if problem is None:
+        return probe.dtype
+    rank_zero_warn(
+        f"GPUAugmentation cannot tell which dtype the model expects from the precision plugin "
+        f"{type(plugin).__name__} ({problem}); batches are cast to float32. Fix: make the plugin's `convert_input` "
+        "cast floating tensors to its compute dtype (as Lightning's HalfPrecision does), or cast the images in "
+        "your `training_step`."
+    )
+    return torch.float32
 
 
 class GPUAugmentation(Callback):
     r"""Convert, augment and normalise image batches on the device, per sample, inside ``on_after_batch_transfer``.
 
     What happens to each batch (after the user's own ``on_after_batch_transfer``; see
-    ``lightning_efficient._batch_hooks``), under ``torch.no_grad()`` and outside autocast:
+    :mod:`lightning_efficient.pipeline`), under ``torch.no_grad()`` and outside autocast:
 
     1. **every stage** (train, validation, test, predict, sanity check): the image tensor ``[B, C, H, W]`` is
        converted to float32 in ``[0, 1]`` (``uint8`` is divided by 255; float input is taken as already in
        ``[0, 1]``);
     2. **training batches only** (``trainer.training and not trainer.sanity_checking``): the augmentation runs,
        with random parameters drawn per image;
-    3. **every stage**: optional normalisation ``(x - mean) / std`` and a cast to the Trainer's precision dtype
-       (``bfloat16`` for ``"bf16-true"``, ``float16`` for ``"16-true"``, ``float64`` for ``"64-true"``, else float32;
-       ``*-mixed`` precisions keep float32 and autocast does the rest).
+    3. **every stage**: optional normalisation ``(x - mean) / std`` and a cast to the dtype the Trainer's precision
+       plugin gives model inputs (:func:`precision_input_dtype`: ``bfloat16`` for ``"bf16-true"``, ``float16`` for
+       ``"16-true"``, ``float64`` for ``"64-true"``, float32 for ``"32-true"``; ``*-mixed`` precisions keep
+       float32 and autocast does the rest; a plugin whose dtype cannot be told gives a warning and float32).
 
     Steps 1 and 3 run for validation/test/predict too, so a model trained on normalised floats is never fed raw
     ``uint8`` at evaluation. Do not normalise in the dataset as well.
@@ -133,6 +169,7 @@ class GPUAugmentation(Callback):
         self._base_seed: Optional[int] = None
         self._generators: dict[str, torch.Generator] = {}
         self._pending_states: dict[str, Tensor] = {}
+        self._dtype_of: tuple[Any, torch.dtype] = (None, torch.float32)  # (precision plugin, its input dtype)
         self._logged = False
 
     # ---------------------------------------------------------------------------------------------- Lightning
@@ -142,12 +179,17 @@ class GPUAugmentation(Callback):
         self._base_seed = (int(base) * _SEED_MIX + 1_000_003 * (trainer.global_rank + 1)) % (2**63)
         self._generators = {}
         self._logged = False
-        self._owner = add_batch_transform(trainer, pl_module, _NAME, self._transform, ORDER_AUGMENTATION)
+        self._owner = add_stage(trainer, pl_module, _NAME, self._transform, "augment")  # a BatchPipeline
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
-        remove_batch_transform(self._owner, _NAME)
+        if self._owner is not None:
+            self._owner.remove(_NAME)
         self._owner = None
         self._trainer = None
+
+    def efficiency_facts(self) -> dict[str, Any]:
+        """For :class:`~lightning_efficient.EfficiencyReport`: training batches are augmented on the device."""
+        return {"device_augmentation": self._augment is not None}
 
     def state_dict(self) -> dict[str, Any]:
         """Generator states per device (``uint8`` CPU tensors), so a resumed run continues the random stream."""
@@ -180,9 +222,12 @@ class GPUAugmentation(Callback):
         return self._augment is not None and t is not None and t.training and not t.sanity_checking
 
     def _output_dtype(self) -> torch.dtype:
-        t = self._trainer
-        precision = str(getattr(t, "precision", "32-true")) if t is not None else "32-true"
-        return _PRECISION_DTYPES.get(precision, torch.float32)
+        plugin = getattr(self._trainer, "precision_plugin", None)
+        if plugin is None:  # no Trainer attached: process()'s default
+            return torch.float32
+        if self._dtype_of[0] is not plugin:  # asked once per plugin (it warns at most once)
+            self._dtype_of = (plugin, precision_input_dtype(plugin))
+        return self._dtype_of[1]
 
     def _transform(self, batch: Any, dataloader_idx: int = 0) -> Any:
         return self.process(batch, augment=self._should_augment(), dtype=self._output_dtype())
@@ -203,6 +248,8 @@ class GPUAugmentation(Callback):
 
         Raises:
             ValueError: no image tensor at ``image_key``, or a channel count that does not match ``mean``/``std``.
+            TypeError: images neither ``uint8`` nor floating, or an augmentation that returns no ``[B, C, H, W]``
+                tensor.
         """
         with torch.no_grad():
             images = self._get(batch, self.image_key, "image_key")
@@ -230,48 +277,20 @@ class GPUAugmentation(Callback):
             if self.mean is not None:
                 x = normalize(x, self.mean, self.std)
             x = x.to(dtype)
-            batch = self._put(batch, self.image_key, x)
+            batch = replace_entry(batch, self.image_key, x)
             if masks is not None:
-                batch = self._put(batch, self.mask_key, masks)
+                batch = replace_entry(batch, self.mask_key, masks)
             return batch
 
     def _get(self, batch: Any, key: Union[int, str], what: str) -> Tensor:
-        if isinstance(batch, Tensor) and what == "image_key":
-            value = batch
-        elif isinstance(batch, Mapping):
-            if key not in batch:
-                raise ValueError(f"GPUAugmentation: the batch dict has no {key!r} (keys: {sorted(map(str, batch))}); "
-                                 f"set `{what}=` to the key of the {'images' if what == 'image_key' else 'masks'}.")
-            value = batch[key]
-        elif isinstance(batch, (tuple, list)):
-            if not isinstance(key, int) or not -len(batch) <= key < len(batch):
-                raise ValueError(f"GPUAugmentation: `{what}={key!r}` is not a valid index into a batch of "
-                                 f"{len(batch)} items; set `{what}=` to the position of the tensor.")
-            value = batch[key]
-        else:
-            raise ValueError(f"GPUAugmentation: cannot find images in a batch of type {type(batch).__name__}; "
-                             "use a tensor, a tuple/list or a dict batch with `image_key=`.")
+        """The tensor at ``key`` (``what``: ``"image_key"`` or ``"mask_key"``); a bare tensor batch is the images."""
+        bare_ok = what == "image_key" and isinstance(batch, Tensor)
+        value = get_entry(batch, key, who="GPUAugmentation", option=what, bare_ok=bare_ok)
         if not isinstance(value, Tensor) or value.ndim != 4 and what == "image_key":
             shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
             raise ValueError(f"GPUAugmentation: batch[{key!r}] must be an image tensor [B, C, H, W], got {shape}; "
                              f"set `{what}=` to where the images are.")
         return value
-
-    @staticmethod
-    def _put(batch: Any, key: Union[int, str], value: Tensor) -> Any:
-        if isinstance(batch, Tensor):
-            return value
-        if isinstance(batch, Mapping):
-            new = copy.copy(batch)
-            new[key] = value
-            return new
-        items = list(batch)
-        items[key] = value
-        if isinstance(batch, list):
-            return items
-        if hasattr(batch, "_fields"):  # namedtuple
-            return type(batch)(*items)
-        return type(batch)(items)
 
     def _maybe_log(self, x: Tensor) -> None:
         if not self.log_images or self._logged or self._trainer is None:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.utilities import rank_zero_warn
 
-from lightning_efficient._batch_hooks import ORDER_DECODE, add_batch_transform, remove_batch_transform
 from lightning_efficient.data.device_decode import EncodedImages, decode_batch
+from lightning_efficient.functional.batch import get_entry, replace_entry
+from lightning_efficient.pipeline import BatchPipeline, add_stage
 
 __all__ = ["GPUDecode"]
 
-_NAME = "gpu_decode"
+_STAGE_NAME = "gpu_decode"
 _INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
 
 
@@ -26,9 +26,12 @@ class GPUDecode(Callback):
     ``(EncodedImages, targets)``. This callback replaces the :class:`~lightning_efficient.data.EncodedImages` by
     ``uint8 [B, 3, H, W]`` on ``pl_module.device`` using :func:`~lightning_efficient.data.decode_batch`: one
     batched ``torchvision.io.decode_jpeg(..., device="cuda")`` call (nvJPEG), then crop, antialiased resize and
-    EXIF orientation on the device; PNGs, GIFs and JPEGs nvJPEG rejects are decoded by Pillow on the CPU. It runs
-    before :class:`GPUAugmentation` and :class:`ChannelsLast` whatever the order of the callbacks list. Batches
-    without encoded images (e.g. a validation loader with ``backend="pil"``) pass through unchanged.
+    EXIF orientation on the device; PNGs, GIFs and JPEGs nvJPEG rejects are decoded by Pillow on the CPU. It is
+    the ``"decode"`` stage ``"gpu_decode"`` of the :class:`~lightning_efficient.pipeline.BatchPipeline`: it runs
+    **before** the user's own ``on_after_batch_transfer`` (which therefore sees ``uint8 [B, 3, H, W]`` device
+    tensors, as with ``backend="pil"``) and before :class:`GPUAugmentation` and :class:`ChannelsLast`, whatever
+    the order of the callbacks list. Batches without encoded images at ``image_key`` (e.g. a validation loader
+    with ``backend="pil"``) pass through unchanged.
 
     Use it where the CPU cannot keep up with the GPU (few cores per GPU, large JPEGs). On a machine without CUDA
     it still works but decodes in the main process on the CPU, which is slower than decoding in DataLoader
@@ -59,7 +62,7 @@ class GPUDecode(Callback):
             raise ValueError(f"GPUDecode: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}.")
         self.interpolation = interpolation
         self.image_key = image_key
-        self._owner: Any = None
+        self._pipeline: Optional[BatchPipeline] = None
         self._module: Any = None
         self._warned_cpu = False
         #: batches decoded so far (in this process)
@@ -69,29 +72,27 @@ class GPUDecode(Callback):
 
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
         self._module = pl_module
-        self._owner = add_batch_transform(trainer, pl_module, _NAME, self._transform, ORDER_DECODE)
+        self._pipeline = add_stage(trainer, pl_module, _STAGE_NAME, self._transform, "decode")
+
+    def efficiency_facts(self) -> dict[str, Any]:
+        """For :class:`~lightning_efficient.EfficiencyReport`: JPEGs are decoded on the device, not by the
+        DataLoader workers (so Pillow-SIMD advice does not apply)."""
+        return {"decodes_images": False}
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
-        remove_batch_transform(self._owner, _NAME)
-        self._owner = None
+        if self._pipeline is not None:
+            self._pipeline.remove(_STAGE_NAME)
+        self._pipeline = None
         self._module = None
 
     def _transform(self, batch: Any, dataloader_idx: int) -> Any:
-        key = self.image_key
-        if isinstance(batch, EncodedImages):
-            return self._decode(batch)
-        if isinstance(batch, Mapping) and isinstance(batch.get(key), EncodedImages):
-            new = dict(batch)
-            new[key] = self._decode(batch[key])
-            return type(batch)(new) if not isinstance(batch, dict) else new
-        if isinstance(batch, (tuple, list)) and isinstance(key, int) and -len(batch) <= key < len(batch):
-            if isinstance(batch[key], EncodedImages):
-                items = list(batch)
-                items[key] = self._decode(batch[key])
-                if isinstance(batch, list):
-                    return items
-                return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
-        return batch
+        try:
+            images = get_entry(batch, self.image_key, who="GPUDecode")
+        except ValueError:
+            return batch  # nothing at `image_key`: not a batch of this dataset, pass it through
+        if not isinstance(images, EncodedImages):
+            return batch
+        return replace_entry(batch, self.image_key, self._decode(images))
 
     def _decode(self, encoded: EncodedImages):
         device = self._module.device

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning import Callback
+from pytorch_lightning.core.optimizer import LightningOptimizer
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
@@ -19,9 +20,9 @@ __all__ = ["StepwiseLR"]
 class _StepwiseScheduler(LRScheduler):
     """Stands in for an epoch-interval scheduler in ``trainer.lr_scheduler_configs``; LR set per update.
 
-    Not constructed through ``LRScheduler.__init__`` (that would step the optimizer's LRs). ``step()`` is a
-    no-op: Lightning (automatic optimization) or the user (manual optimization) may call it, the callback sets
-    the LRs. Position in scheduler epochs of the next update of this optimizer::
+    ``step()`` is a no-op: Lightning (automatic optimization) or the user (manual optimization) may call it,
+    the callback sets the LRs (:meth:`apply`). So the ``step()`` that ``LRScheduler.__init__`` makes leaves the
+    optimizer's LRs alone. Position in scheduler epochs of the next update of this optimizer::
 
         epoch_offset + (epoch + updates_in_epoch / S) / frequency
 
@@ -31,23 +32,19 @@ class _StepwiseScheduler(LRScheduler):
     """
 
     def __init__(self, scheduler: LRScheduler, fn: F.ScheduleFn, frequency: int) -> None:
-        # deliberately no super().__init__(): it would call step() and overwrite the optimizer's LRs
-        self.optimizer = scheduler.optimizer
+        # step() is a no-op, so this keeps the LRs. base_lrs = the groups' "initial_lr", which the scheduler
+        # wrapped here set (SequentialLR / ChainedScheduler: their children).
+        super().__init__(scheduler.optimizer)
         self.scheduler = scheduler
         self.fn = fn
         self.frequency = frequency
-        self.base_lrs = list(
-            getattr(scheduler, "base_lrs", None)  # SequentialLR / ChainedScheduler have none
-            or [group.get("initial_lr", group["lr"]) for group in self.optimizer.param_groups]
-        )
         self.epoch_offset = max(int(getattr(scheduler, "last_epoch", 0)), 0)  # ChainedScheduler has none
         self.epoch = 0
         self.updates_in_epoch = 0
         self.updates = 0
         self.steps_per_epoch: int | None = None
         self.last_epoch = self.epoch_offset
-        self._step_count = 1
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self.last_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._held_warned = False
 
     # ---------------------------------------------------------------- called by the callback
@@ -65,7 +62,7 @@ class _StepwiseScheduler(LRScheduler):
         lrs = self.fn(self.position())
         for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
             group["lr"] = lr
-        self._last_lr = list(lrs)
+        self.last_lrs = list(lrs)
         self.last_epoch = math.floor(self.position())
         return lrs
 
@@ -91,7 +88,10 @@ class _StepwiseScheduler(LRScheduler):
         return None
 
     def get_lr(self) -> list[float]:
-        return list(self._last_lr)
+        return list(self.last_lrs)
+
+    def get_last_lr(self) -> list[float]:
+        return list(self.last_lrs)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -171,8 +171,12 @@ class StepwiseLR(Callback):
     - **Horizon.** A warning when the run is longer than the schedule (``CosineAnnealingLR.T_max``,
       ``PolynomialLR.total_iters``, ...). :class:`~lightning_efficient.functional.schedules.EpochSchedule`
       functions (e.g. ``warmup_cosine(warmup_epochs=5)``) with ``total_epochs=None`` get the run length in
-      epochs (fractional if ``max_steps`` ends mid-epoch).
+      epochs (fractional if ``max_steps`` ends mid-epoch) through
+      :meth:`~lightning_efficient.functional.schedules.EpochSchedule.follow_run`.
     - **Between updates** the param groups hold the LR of the coming update (PyTorch's convention).
+
+    Why per step: measured effect on accuracy in ``benchmarks/results/schedule_accuracy.md``
+    (``benchmarks/schedule_accuracy.py``).
 
     Args:
         steps_per_epoch: optimizer steps per epoch (``S``), overriding the one computed from the Trainer.
@@ -270,7 +274,7 @@ class StepwiseLR(Callback):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
-        raw = getattr(optimizer, "_optimizer", optimizer)  # LightningOptimizer -> torch optimizer
+        raw = optimizer.optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
         for wrapper in self._by_optimizer.get(id(raw), ()):
             wrapper.apply()  # the LR of this update (again: something may have changed it since)
             wrapper.advance()
@@ -282,6 +286,10 @@ class StepwiseLR(Callback):
             wrapper.apply()  # LR of the next update, visible to anyone reading param_groups until then
 
     # ------------------------------------------------------------------------- state
+    def efficiency_facts(self) -> dict[str, Any]:
+        """For :class:`~lightning_efficient.EfficiencyReport`: every converted scheduler steps per optimizer step."""
+        return {"lr_per_step": True} if self._wrappers else {}
+
     def state_dict(self) -> dict[str, Any]:
         # Per-scheduler progress is in the wrappers (saved by Lightning under "lr_schedulers").
         return {"steps_per_epoch": self.steps_per_epoch}
@@ -332,20 +340,18 @@ class StepwiseLR(Callback):
         run = self._run_epochs(trainer, steps)
         for wrapper in self._wrappers:
             run_sched = None if run is None else wrapper.epoch_offset + run / wrapper.frequency
-            for fn in F._child_lambdas(wrapper.scheduler):
-                # Bind an open horizon, and re-bind one this callback bound in an earlier fit (a schedule
-                # object reused for a run of another length follows the new length).
-                if isinstance(fn, F.EpochSchedule) and (
-                    fn.total_epochs is None or getattr(fn, "_total_from_trainer", False)
-                ):
-                    if run_sched is None:
-                        raise ValueError(
-                            f"StepwiseLR: {fn!r} follows the Trainer's length, but the run is unbounded "
-                            "(max_epochs=-1 and max_steps=-1). Set total_epochs or bound the Trainer."
-                        )
-                    fn.total_epochs = run_sched
-                    fn._total_from_trainer = True
-                    self._info(f"StepwiseLR: {type(fn).__name__} horizon set to {run_sched:g} epochs.")
+            # Bind an open horizon, and re-bind one bound by an earlier fit (a schedule object reused for a
+            # run of another length follows the new length).
+            for schedule in F.epoch_schedules(wrapper.scheduler):
+                if not schedule.follows_run:
+                    continue
+                if run_sched is None:
+                    raise ValueError(
+                        f"StepwiseLR: {schedule!r} follows the Trainer's length, but the run is unbounded "
+                        "(max_epochs=-1 and max_steps=-1). Set total_epochs or bound the Trainer."
+                    )
+                schedule.follow_run(run_sched)
+                self._info(f"StepwiseLR: {type(schedule).__name__} horizon set to {run_sched:g} epochs.")
             horizon = F.schedule_horizon(wrapper.scheduler)
             if horizon is not None and run_sched is not None and run_sched > horizon + 1e-9:
                 at_end = wrapper.fn(horizon)[0]

@@ -2,10 +2,12 @@
 
 The CPU does only what it must: read the header, choose the crop, decode the JPEG at the smallest DCT scale that
 covers the crop (``Image.draft``) and only down to the crop's bottom edge, and crop+resize in one antialiased
-resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed). Float conversion,
+resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed); how a file becomes a
+sample is one strategy object per ``backend`` (:mod:`~lightning_efficient.data.backends`). Float conversion,
 normalisation and augmentation are left to the accelerator (e.g.
 :class:`~lightning_efficient.callbacks.GPUAugmentation`), so a batch crosses the host-device link as ``uint8`` (a
-quarter of the bytes of float32).
+quarter of the bytes of float32). Measured throughput: ``benchmarks/results/decoding.md``,
+``benchmarks/results/decoding-pillow-simd.md`` and ``benchmarks/results/row_limited_decode.md``.
 """
 
 from __future__ import annotations
@@ -17,31 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 from torch.utils.data import default_collate
 from torchvision.datasets import DatasetFolder, ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 
-from lightning_efficient.data.device_decode import EncodedImage, EncodedImages, encode_item
-from lightning_efficient.data.decode import (
-    RESAMPLE,
-    ImageDecodeError,
-    center_crop_box,
-    decode_region,
-    pil_flavour,
-    pil_to_uint8_chw,
-    random_resized_crop_box,
-    resize_region_pil,
-    resize_region_uint8,
-    resolve_resize,
-    to_rgb_or_l,
-)
+from lightning_efficient.data.backends import make_backend
+from lightning_efficient.data.crop_choice import CropChoice
+from lightning_efficient.data.decode import ImageDecodeError, pil_flavour, resolve_resize
+from lightning_efficient.data.device_decode import EncodedImage, EncodedImages
 
 __all__ = ["FastImageFolder", "ImageDecodeError", "pil_flavour", "uint8_collate"]
 
-_BACKENDS = ("pil", "torchvision", "nvjpeg")
 _ON_ERROR = ("raise", "skip")
-_TV_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 # What Pillow / torchvision raise for unreadable files (UnidentifiedImageError and "image file is truncated" are
 # OSErrors; corrupt headers surface as SyntaxError, struct.error, EOFError or ValueError; torchvision raises
 # RuntimeError). DecompressionBombError protects against absurd sizes.
@@ -134,15 +124,21 @@ class FastImageFolder(ImageFolder):
             antialiased ``uint8`` kernels on the NHWC view; box rounded to whole decoded pixels), ``"pil"``
             (``Image.resize`` with the exact fractional box; Pillow-SIMD's SIMD resize when installed), or
             ``"auto"`` (default): ``"pil"`` when Pillow-SIMD is the installed PIL or the interpolation is not
-            bilinear/bicubic, else ``"torch"``. Measured per 300x300 -> 224x224 crop on the reference CPU: torch
-            0.26 ms, stock Pillow 13 0.78 ms, Pillow-SIMD 12.1 0.21 ms. The chosen engine is
-            :attr:`resize_engine`.
+            bilinear/bicubic, else ``"torch"`` (the faster engine in each case; figures in
+            ``benchmarks/results/decoding.md`` and ``benchmarks/results/decoding-pillow-simd.md``). The chosen
+            engine is :attr:`resize_engine`.
         draft: allow JPEG DCT-scaled decoding (``backend="pil"``). Turning it off decodes at full size.
         draft_gap: the DCT-scaled crop must cover ``draft_gap`` times the output size (Pillow's ``reducing_gap``
             idea, see :func:`~lightning_efficient.data.decode.jpeg_draft_scale`). Default ``None``: 1.0 for
-            ``train=True`` (smallest decode; about 1-2 of 255 mean deviation from a full decode, irrelevant under
-            random-crop augmentation) and 2.0 for ``train=False`` (near-identical to torchvision's
-            ``Resize`` + ``CenterCrop``, so validation accuracy stays comparable).
+            ``train=True`` (smallest decode; a small deviation from a full decode, irrelevant under random-crop
+            augmentation) and 2.0 for ``train=False`` (near-identical to torchvision's ``Resize`` + ``CenterCrop``,
+            so validation accuracy stays comparable); the bounds are asserted in
+            ``tests/data/test_fast_image_folder.py``.
+        row_limited_decode: JPEG only (``backend="pil"``): decode only the rows down to the crop's bottom edge
+            (default ``True``; the pixels are exactly those of a full decode). This uses Pillow private attributes
+            behind a guard (:mod:`~lightning_efficient.data.decode.row_limit`: if the installed Pillow no longer
+            supports it, images are decoded in full with a one-time ``RuntimeWarning``); ``False`` turns it off.
+            Gain: ``benchmarks/results/row_limited_decode.md``.
         on_error: ``"raise"`` (default): an unreadable file raises :class:`ImageDecodeError` naming the file.
             ``"skip"``: the item is replaced by the next decodable item (index + 1, + 2, ... wrapping around), a
             single ``UserWarning`` is issued per dataset copy (each DataLoader worker holds its own copy), and the
@@ -190,6 +186,7 @@ class FastImageFolder(ImageFolder):
         resize: str = "auto",
         draft: bool = True,
         draft_gap: float | None = None,
+        row_limited_decode: bool = True,
         on_error: str = "raise",
         transform: Callable[[torch.Tensor], Any] | None = None,
         target_transform: Callable[[int], Any] | None = None,
@@ -209,16 +206,22 @@ class FastImageFolder(ImageFolder):
                 f"got {eval_resize!r}. Leave it as None for the standard size * 256 / 224."
             )
         self.eval_resize = eval_resize
-        if backend not in _BACKENDS:
-            raise ValueError(f"Unknown backend {backend!r}; use one of {_BACKENDS}.")
+        #: The crop settings, applied to each image's header size (:class:`~lightning_efficient.data.crop_choice.CropChoice`).
+        self.crop = CropChoice(self.size, self.train, self.scale, self.ratio, self.eval_resize)
+        if draft_gap is None:
+            draft_gap = 1.0 if self.train else 2.0
+        if isinstance(draft_gap, bool) or not isinstance(draft_gap, (int, float)) or not draft_gap >= 1.0:
+            raise ValueError(f"draft_gap must be a number >= 1 (or None for the default), got {draft_gap!r}.")
+        #: The strategy that turns a file into a sample (:mod:`~lightning_efficient.data.backends`).
+        self.decoder = make_backend(
+            backend,
+            interpolation=interpolation,
+            resize=resize,
+            draft=draft,
+            draft_gap=draft_gap,
+            row_limited_decode=row_limited_decode,
+        )
         self.backend = backend
-        if interpolation not in RESAMPLE:
-            raise ValueError(f"Unknown interpolation {interpolation!r}; use one of {tuple(RESAMPLE)}.")
-        if backend in ("torchvision", "nvjpeg") and interpolation not in _TV_INTERPOLATIONS:
-            raise ValueError(
-                f"interpolation={interpolation!r} is not supported on tensors by torchvision; with "
-                f"backend={backend!r} use one of {_TV_INTERPOLATIONS}, or use backend='pil'."
-            )
         if backend == "nvjpeg" and transform is not None:
             raise ValueError(
                 "backend='nvjpeg' yields undecoded files (decoded later, on the device, by GPUDecode), so a CPU "
@@ -230,11 +233,8 @@ class FastImageFolder(ImageFolder):
         #: ``"torch"`` or ``"pil"``: the resize engine ``resize`` resolved to (``backend="pil"``).
         self.resize_engine = resolve_resize(resize, interpolation)
         self.draft = bool(draft)
-        if draft_gap is None:
-            draft_gap = 1.0 if self.train else 2.0
-        if isinstance(draft_gap, bool) or not isinstance(draft_gap, (int, float)) or not draft_gap >= 1.0:
-            raise ValueError(f"draft_gap must be a number >= 1 (or None for the default), got {draft_gap!r}.")
         self.draft_gap = float(draft_gap)
+        self.row_limited_decode = bool(row_limited_decode)
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}.")
         self.on_error = on_error
@@ -294,50 +294,6 @@ class FastImageFolder(ImageFolder):
         """Number of unreadable items replaced so far in this process (``on_error="skip"``)."""
         return len(self.skipped_files)
 
-    @property
-    def output_size(self) -> tuple[int, int]:
-        """``(H, W)`` of every image this dataset yields, in pixels."""
-        return self.size
-
-    def _choose_box(self, width: int, height: int) -> tuple[float, float, float, float]:
-        if self.train:
-            top, left, h, w = random_resized_crop_box(width, height, self.scale, self.ratio)
-            return (float(left), float(top), float(left + w), float(top + h))
-        return center_crop_box(width, height, self.size, self.eval_resize)
-
-    def _decode_pil(self, path: str) -> torch.Tensor:
-        region = decode_region(path, self.size, self._choose_box, self.draft, self.draft_gap)
-        if self.resize_engine == "torch":
-            return resize_region_uint8(region, self.interpolation)
-        return pil_to_uint8_chw(resize_region_pil(region, RESAMPLE[self.interpolation]))
-
-    def _decode_torchvision(self, path: str) -> torch.Tensor:
-        from torchvision.io import ImageReadMode, decode_image, read_file
-        from torchvision.transforms import InterpolationMode
-        from torchvision.transforms.v2 import functional as F
-
-        try:
-            img = decode_image(read_file(path), mode=ImageReadMode.RGB, apply_exif_orientation=True)
-        except RuntimeError:
-            # torchvision.io reads JPEG, PNG, GIF, WebP (AVIF/HEIC with extra libs) only; BMP, TIFF, PPM, ... (in
-            # ImageFolder's default extensions) are decoded by Pillow instead; a really corrupt file fails there
-            # too and is reported by load_image.
-            with Image.open(path) as pil:
-                pil = to_rgb_or_l(ImageOps.exif_transpose(pil)).convert("RGB")
-                img = pil_to_uint8_chw(pil)
-        if img.ndim == 4:  # animated GIF: first frame
-            img = img[0]
-        if img.dtype != torch.uint8:  # 16-bit PNG decodes to uint16
-            img = F.to_dtype(img, torch.uint8, scale=True)
-        mode = InterpolationMode(self.interpolation)
-        height, width = img.shape[-2:]
-        if self.train:
-            top, left, h, w = random_resized_crop_box(width, height, self.scale, self.ratio)
-            out = F.resized_crop(img, top, left, h, w, list(self.size), interpolation=mode, antialias=True)
-        else:
-            out = F.center_crop(F.resize(img, [self.eval_resize], interpolation=mode, antialias=True), list(self.size))
-        return out.contiguous()
-
     def load_image(self, path: str) -> torch.Tensor:
         """Decode, crop and resize one file to ``uint8 [3, H, W]``; no ``transform``, no skipping.
 
@@ -345,11 +301,7 @@ class FastImageFolder(ImageFolder):
             ImageDecodeError: the file cannot be read or decoded; the message names the file and the fix.
         """
         try:
-            if self.backend == "pil":
-                return self._decode_pil(path)
-            if self.backend == "nvjpeg":
-                return encode_item(path, self.size, self._choose_box)  # type: ignore[return-value]
-            return self._decode_torchvision(path)
+            return self.decoder.load(path, self.crop)  # type: ignore[return-value]
         except _DECODE_ERRORS as err:
             raise ImageDecodeError(
                 f"{path}: cannot decode image ({type(err).__name__}: {err}); delete or replace the file, or pass "
@@ -402,11 +354,7 @@ class FastImageFolder(ImageFolder):
             if self.train
             else f"eval: Resize({self.eval_resize}) + CenterCrop"
         )
-        engines = {
-            "pil": f"{pil_flavour()} decode, {self.resize_engine} resize",
-            "torchvision": "torchvision.io",
-            "nvjpeg": "decoded on the device by GPUDecode",
-        }[self.backend]
+        engines = self.decoder.describe()
         return "\n".join(
             [
                 f"Output: uint8 [3, {self.size[0]}, {self.size[1]}]",

@@ -3,6 +3,7 @@
 - :mod:`~lightning_efficient.functional.layout`: channels_last (NHWC) for modules and batches.
 - :mod:`~lightning_efficient.functional.schedules`: LR schedules as functions of fractional epochs.
 - :mod:`~lightning_efficient.functional.augment`: per-sample batch augmentation (draw parameters, then apply).
+- :mod:`~lightning_efficient.functional.crop`: RandomResizedCrop and Resize + CenterCrop geometry (pure math).
 - :mod:`~lightning_efficient.functional.efficiency`: step-time bookkeeping and the practice checklist.
 """
 
@@ -16,6 +17,7 @@ from lightning_efficient.functional.augment import (
     trivial_augment,
 )
 from lightning_efficient.functional.layout import (
+    BatchToChannelsLast,
     ConversionReport,
     batch_to_channels_last,
     convert_module_to_channels_last,
@@ -34,6 +36,7 @@ from lightning_efficient.functional.schedules import (
 )
 
 __all__ = [
+    "BatchToChannelsLast",
     "ConversionReport",
     "EpochSchedule",
     "UnsupportedSchedulerError",

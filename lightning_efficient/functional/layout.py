@@ -6,8 +6,8 @@ strides ``(H*W*C, 1, W*C, C)``); the logical shape, indexing and values are iden
 bytes in memory differs. Convolution kernels on tensor cores (cuDNN, oneDNN) work natively on NHWC; fed NCHW
 they transpose on every call, so converting the weights once and the inputs once per batch speeds up
 mixed-precision CNN training on Volta and later GPUs, and on x86 CPUs through oneDNN (the size of the gain
-depends on the model and hardware: measure it, e.g. with ``EfficiencyReport``; ``benchmarks/channels_last.py``
-measured 1.08x-1.48x through the Trainer on a 2-core CPU).
+depends on the model and hardware: measure it, e.g. with ``EfficiencyReport``; figures measured through the
+Trainer are in ``benchmarks/results/channels_last.md``).
 
 PyTorch propagates the layout through operators: a convolution whose input or weight is channels_last returns
 channels_last, and element-wise ops, norms and pooling preserve it. So it is enough to convert
@@ -49,12 +49,17 @@ from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
 
 __all__ = [
+    "BatchToChannelsLast",
     "ConversionReport",
+    "ExcludeSpec",
     "FIVE_D_POLICIES",
+    "FiveDPolicy",
     "batch_to_channels_last",
+    "check_five_d",
     "convert_module_to_channels_last",
     "is_channels_last",
     "is_channels_last_3d",
+    "parse_exclude",
     "to_channels_last",
 ]
 
@@ -63,6 +68,7 @@ FiveDPolicy = Literal["skip", "channels_last_3d"]
 FIVE_D_POLICIES: tuple[str, ...] = ("skip", "channels_last_3d")
 
 ExcludeSpec = Union[str, type, Iterable[Union[str, type]]]
+"""Modules to leave alone: a name as in ``named_modules()``, an ``nn.Module`` subclass, or an iterable of them."""
 
 
 def _channels_last_strides(shape: torch.Size) -> tuple[int, ...]:
@@ -169,14 +175,31 @@ class _FrozenDataclass(metaclass=_FrozenDataclassMeta):
     """
 
 
-class _BatchConverter:
-    """Applies :func:`to_channels_last` over a collection and counts what it did."""
+class BatchToChannelsLast:
+    """:func:`batch_to_channels_last` as a callable that counts what it did, summed over all its calls.
+
+    ``ChannelsLast`` keeps one per fit and reports its counts. Stateless apart from the counters; not
+    thread-safe.
+
+    Attributes:
+        batches: calls so far.
+        converted: floating-point 4-D tensors copied to channels_last.
+        already: floating-point 4-D tensors that were channels_last already (returned as they are).
+
+    Example::
+
+        >>> convert = BatchToChannelsLast()
+        >>> x, y = convert((torch.rand(8, 3, 32, 32), torch.arange(8)))
+        >>> convert.batches, convert.converted, convert.already, is_channels_last(x)
+        (1, 1, 0, True)
+    """
 
     def __init__(self) -> None:
-        self.converted = 0  # floating-point 4-D tensors that were copied to channels_last
-        self.already = 0  # floating-point 4-D tensors that were channels_last already
+        self.batches = 0
+        self.converted = 0
+        self.already = 0
 
-    def tensor(self, tensor: Tensor) -> Tensor:
+    def _tensor(self, tensor: Tensor) -> Tensor:
         if tensor.dim() != 4 or not tensor.is_floating_point():
             return tensor
         if is_channels_last(tensor):
@@ -185,17 +208,22 @@ class _BatchConverter:
         self.converted += 1
         return tensor.to(memory_format=torch.channels_last)
 
-    def frozen_dataclass(self, obj: Any) -> Any:
-        changes = {f.name: self(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    def _frozen_dataclass(self, obj: Any) -> Any:
+        changes = {f.name: self._apply(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
         return dataclasses.replace(obj, **changes)
 
     def _dispatch(self, obj: Any) -> Any:
         if isinstance(obj, Tensor):
-            return self.tensor(obj)
-        return self.frozen_dataclass(obj)
+            return self._tensor(obj)
+        return self._frozen_dataclass(obj)
+
+    def _apply(self, batch: Any) -> Any:
+        return apply_to_collection(batch, (Tensor, _FrozenDataclass), self._dispatch)
 
     def __call__(self, batch: Any) -> Any:
-        return apply_to_collection(batch, (Tensor, _FrozenDataclass), self._dispatch)
+        """``batch`` converted as by :func:`batch_to_channels_last` (same arguments, result and errors)."""
+        self.batches += 1
+        return self._apply(batch)
 
 
 def batch_to_channels_last(batch: Any) -> Any:
@@ -220,7 +248,7 @@ def batch_to_channels_last(batch: Any) -> Any:
         >>> is_channels_last(x), y.stride()
         (True, (1,))
     """
-    return _BatchConverter()(batch)
+    return BatchToChannelsLast()(batch)
 
 
 # ---------------------------------------------------------------------------------------------------- models
@@ -263,7 +291,27 @@ class ConversionReport:
         return ", ".join(parts)
 
 
-def _normalize_exclude(exclude: ExcludeSpec | None) -> tuple[tuple[str, ...], tuple[type, ...]]:
+def parse_exclude(exclude: ExcludeSpec | None) -> tuple[tuple[str, ...], tuple[type, ...]]:
+    """Split an ``exclude`` argument into module names and ``nn.Module`` subclasses, checking their types.
+
+    Names are checked against a model only by :func:`convert_module_to_channels_last`; this function needs no
+    model, so a callback can reject bad arguments in its constructor.
+
+    Args:
+        exclude: ``None``, a name (``"head"``), an ``nn.Module`` subclass, or an iterable of them.
+
+    Returns:
+        ``(names, types)``, each a tuple in the order given.
+
+    Raises:
+        TypeError: ``exclude`` is not iterable, or an entry is neither a str nor an ``nn.Module`` subclass.
+        ValueError: the empty name ``""`` (the whole model).
+
+    Example::
+
+        >>> parse_exclude(("head", nn.Conv1d))
+        (('head',), (<class 'torch.nn.modules.conv.Conv1d'>,))
+    """
     if exclude is None:
         return (), ()
     items = [exclude] if isinstance(exclude, (str, type)) else exclude
@@ -294,10 +342,15 @@ def _normalize_exclude(exclude: ExcludeSpec | None) -> tuple[tuple[str, ...], tu
     return tuple(names), tuple(types)
 
 
-def _normalize_five_d(five_d: str) -> str:
+def check_five_d(five_d: str) -> FiveDPolicy:
+    """``five_d`` itself if it is one of :data:`FIVE_D_POLICIES`.
+
+    Raises:
+        ValueError: any other value (the message lists the accepted ones).
+    """
     if five_d not in FIVE_D_POLICIES:
         raise ValueError(f"`five_d` must be one of {FIVE_D_POLICIES}, got {five_d!r}.")
-    return five_d
+    return five_d  # type: ignore[return-value]
 
 
 def _convert_in_place(tensor: Tensor, memory_format: torch.memory_format) -> None:
@@ -354,8 +407,8 @@ def convert_module_to_channels_last(
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"convert_module_to_channels_last expects an nn.Module, got {type(module).__name__}.")
-    names, types = _normalize_exclude(exclude)
-    five_d = _normalize_five_d(five_d)
+    names, types = parse_exclude(exclude)
+    five_d = check_five_d(five_d)
 
     all_modules = dict(module.named_modules(remove_duplicate=False))
     missing = [name for name in names if name not in all_modules]

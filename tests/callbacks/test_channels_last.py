@@ -17,26 +17,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from lightning_efficient._batch_hooks import (
-    ORDER_AUGMENTATION,
-    add_batch_transform,
-    registered_transforms,
-    remove_batch_transform,
-)
 from lightning_efficient.callbacks.channels_last import ChannelsLast, ChannelsLastReport
 from lightning_efficient.functional.layout import is_channels_last
+from lightning_efficient.pipeline import add_stage, get_pipeline
+
+from trainer_helpers import TRAINER_KW
 
 # Several tests train without a val_dataloader on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
-
-TRAINER_KW = dict(
-    accelerator="cpu",
-    devices=1,
-    logger=False,
-    enable_checkpointing=False,
-    enable_progress_bar=False,
-    enable_model_summary=False,
-)
 
 
 class Images(Dataset):
@@ -129,16 +117,16 @@ def _check_seen(records: list[dict]) -> None:
 
 
 class Contiguous(pl.Callback):
-    """Mimics Kornia: an augmentation transform (ORDER_AUGMENTATION) that returns NCHW images."""
+    """Mimics Kornia: an "augment" stage of the batch pipeline that returns NCHW images."""
 
     def setup(self, trainer, pl_module, stage):
         def to_nchw(batch, dataloader_idx):
             return {**batch, "image": batch["image"].contiguous() * 1.0}
 
-        self.owner = add_batch_transform(trainer, pl_module, "augment", to_nchw, ORDER_AUGMENTATION)
+        self.pipeline = add_stage(trainer, pl_module, "augment", to_nchw, "augment")
 
     def teardown(self, trainer, pl_module, stage):
-        remove_batch_transform(self.owner, "augment")
+        self.pipeline.remove("augment")
 
 
 # --------------------------------------------------------------------------------------------- all stages
@@ -157,7 +145,7 @@ def test_every_stage_receives_channels_last():
     assert len(predictions) == 2 and all(p.shape == (4, 4) for p in predictions)
     assert all(is_channels_last(m.weight) for m in model.modules() if isinstance(m, nn.Conv2d))
     # Teardown removed the transform and restored the module's own hook.
-    assert registered_transforms(model) == [] and "on_after_batch_transfer" not in model.__dict__
+    assert get_pipeline(model) is None and "on_after_batch_transfer" not in model.__dict__
 
     report = callback.report()
     assert isinstance(report, ChannelsLastReport)
@@ -200,9 +188,6 @@ def test_composes_with_nchw_augmentation_in_either_callback_order(augment_first)
 def test_composes_with_real_gpu_augmentation(augment_first):
     """uint8 images: GPUAugmentation makes them float (NCHW, from Kornia's warp); the model gets channels_last."""
     from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
-
-    if not hasattr(GPUAugmentation, "process"):
-        pytest.skip("GPUAugmentation is not implemented yet")
 
     class Uint8Images(Images):
         def __getitem__(self, i: int):

@@ -12,8 +12,13 @@ from pytorch_lightning.loggers import CSVLogger, Logger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from lightning_efficient._batch_hooks import registered_transforms
-from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
+from lightning_efficient.pipeline import get_pipeline
+from lightning_efficient.callbacks.gpu_augmentation import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    GPUAugmentation,
+    precision_input_dtype,
+)
 from lightning_efficient.functional.augment import normalize
 
 N_IMAGES, SIZE = 12, 16
@@ -154,7 +159,7 @@ def test_user_hook_still_runs_and_is_restored():
         WithHook.on_after_batch_transfer = original
     assert model.user_hook_calls == 6 and set(seen) == {torch.uint8}
     assert all(x.dtype == torch.float32 for x, _, _ in model.train_batches)
-    assert "on_after_batch_transfer" not in model.__dict__ and registered_transforms(model) == []
+    assert "on_after_batch_transfer" not in model.__dict__ and get_pipeline(model) is None
 
 
 def test_datamodule_override_and_dict_batches_with_masks():
@@ -235,6 +240,45 @@ def test_true_half_precision_output_dtype():
     assert model.val_batches[0][0].dtype == torch.bfloat16
 
 
+def test_output_dtype_is_what_the_precision_plugin_gives_inputs():
+    """The dtype comes from the plugin's public ``convert_input`` (what Lightning feeds the model), not a table."""
+    from pytorch_lightning.plugins.precision import DoublePrecision, HalfPrecision, MixedPrecision, Precision
+
+    assert precision_input_dtype(Precision()) == torch.float32
+    assert precision_input_dtype(MixedPrecision("bf16-mixed", "cpu")) == torch.float32  # autocast casts later
+    assert precision_input_dtype(HalfPrecision("bf16-true")) == torch.bfloat16
+    assert precision_input_dtype(HalfPrecision("16-true")) == torch.float16
+    assert precision_input_dtype(DoublePrecision()) == torch.float64
+
+
+def test_unknown_precision_plugin_warns_instead_of_a_silent_float32():
+    from pytorch_lightning.plugins.precision import Precision
+
+    class Forgetful(Precision):  # claims bf16 but does not cast inputs
+        precision = "bf16-true"
+
+    class Broken(Precision):
+        def convert_input(self, data):
+            raise RuntimeError("no inputs today")
+
+    class Integer(Precision):
+        def convert_input(self, data):
+            return data.long()
+
+    for plugin, match in [(Forgetful(), "'bf16-true' but its convert_input leaves float32"),
+                          (Broken(), "raised RuntimeError: no inputs today"), (Integer(), "torch.int64")]:
+        with pytest.warns(UserWarning, match=match) as record:
+            assert precision_input_dtype(plugin) == torch.float32
+        assert type(plugin).__name__ in str(record[0].message) and "Fix:" in str(record[0].message)
+
+
+def test_64_true_batches_are_float64():
+    model = Recorder()
+    _trainer(GPUAugmentation("cifar", seed=0), precision="64-true", num_sanity_val_steps=0, limit_train_batches=1,
+             limit_val_batches=1).fit(model)
+    assert model.train_batches[0][0].dtype == torch.float64 and model.val_batches[0][0].dtype == torch.float64
+
+
 def test_process_batch_structures_and_grayscale():
     cb = GPUAugmentation("imagenet", size=8, seed=0)
     gray = torch.randint(0, 256, (3, 1, 12, 10), dtype=torch.uint8)
@@ -263,6 +307,18 @@ def test_constructor_and_batch_errors():
         GPUAugmentation().process((torch.zeros(3, 4, 4), 1))
     with pytest.raises(ValueError, match="channels"):
         GPUAugmentation(mean=IMAGENET_MEAN, std=IMAGENET_STD).process((torch.zeros(2, 1, 4, 4), 1), augment=False)
+
+
+def test_batch_lookup_errors_name_the_option_to_fix():
+    x = torch.zeros(2, 3, 4, 4)
+    with pytest.raises(ValueError, match=r"GPUAugmentation: `image_key=3` is not a valid index.*set `image_key=`"):
+        GPUAugmentation(image_key=3).process((x, 1))
+    with pytest.raises(ValueError, match="GPUAugmentation: cannot find `image_key=0` in a batch of type int"):
+        GPUAugmentation().process(5)
+    with pytest.raises(ValueError, match="cannot find `mask_key=1` in a batch of type Tensor"):
+        GPUAugmentation(mask_key=1).process(x)
+    with pytest.raises(ValueError, match=r"no 'mask'.*set `mask_key=`"):
+        GPUAugmentation(image_key="image", mask_key="mask").process({"image": x})
 
 
 def test_state_dict_resumes_the_random_stream():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -472,3 +473,37 @@ def test_reused_warmup_cosine_follows_each_fit_and_s_is_public():
         assert cb.current_steps_per_epoch == 5
         assert_lrs(model.used_lrs, expected(make, 5, 5 * epochs))
     assert StepwiseLR().current_steps_per_epoch is None
+
+
+def test_wrapper_is_a_real_lr_scheduler_that_keeps_the_lrs():
+    """The wrapper goes through LRScheduler.__init__ without touching the LRs, and pickles with its fn."""
+    opt = make_optimizer()
+    sched = L.StepLR(opt, step_size=1, gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        sched.step()  # epoch 1: LRs halved
+    wrapper = _StepwiseScheduler(sched, F.schedule_function(sched), 1)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.2, 0.05])
+    assert wrapper.get_last_lr() == pytest.approx([0.2, 0.05]) and wrapper.epoch_offset == 1
+    assert wrapper.base_lrs == pytest.approx(list(LRS))
+    wrapper.step()  # a no-op
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.2, 0.05])
+    wrapper.start_epoch(0, 2)
+    assert wrapper.apply() == pytest.approx([0.2, 0.05])
+    wrapper.advance()
+    assert wrapper.apply() == pytest.approx([0.2, 0.05])  # StepLR holds within the epoch
+    clone = pickle.loads(pickle.dumps(wrapper))
+    assert clone.fn(2.0) == wrapper.fn(2.0) and clone.updates == 1
+
+
+def test_trainer_with_converted_schedulers_pickles(tmp_path):
+    """torch.save of the Trainer's scheduler configs after a fit (the schedule functions are not closures)."""
+
+    def warm(opt):
+        return L.SequentialLR(opt, [L.LambdaLR(opt, F.warmup_cosine(1)), L.ExponentialLR(opt, 0.5)], [2])
+
+    trainer = fit(Net(warm, num_batches=2), max_epochs=2)
+    wrapper = trainer.lr_scheduler_configs[0].scheduler
+    torch.save(trainer.lr_scheduler_configs, tmp_path / "configs.pt")
+    loaded = torch.load(tmp_path / "configs.pt", weights_only=False)
+    assert loaded[0].scheduler.fn(1.5) == pytest.approx(wrapper.fn(1.5))

@@ -22,7 +22,6 @@ from torchvision.datasets.folder import default_loader
 
 from lightning_efficient import FastImageFolder
 from lightning_efficient.data.decode import (
-    _ORIENTATION_TRANSPOSE,
     decode_region,
     integer_box,
     jpeg_frame,
@@ -34,6 +33,7 @@ from lightning_efficient.data.decode import (
     resize_region_uint8,
     resolve_resize,
 )
+from lightning_efficient.data.decode.orientation import ORIENTATION_TRANSPOSE
 
 from image_helpers import data as _data
 
@@ -220,8 +220,8 @@ def test_orient_chw_matches_pil_transpose(orientation, w, h, channels):
     rng = np.random.default_rng(w * 31 + h * 7 + orientation)
     arr = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
     img = Image.fromarray(arr[:, :, 0] if channels == 1 else arr)
-    if orientation in _ORIENTATION_TRANSPOSE:
-        img = img.transpose(_ORIENTATION_TRANSPOSE[orientation])
+    if orientation in ORIENTATION_TRANSPOSE:
+        img = img.transpose(ORIENTATION_TRANSPOSE[orientation])
     expected = np.asarray(img).reshape(img.size[1], img.size[0], channels).transpose(2, 0, 1)
     assert np.array_equal(orient_chw(torch.from_numpy(arr).permute(2, 0, 1), orientation).numpy(), expected)
 

@@ -250,19 +250,17 @@ def test_draft_scale_is_largest_that_covers(bw, bh, ow, oh, gap):
 
 def _resize_spy(monkeypatch) -> list[tuple[int, int]]:
     """Record the size every image was decoded at (the image both resize engines resample from)."""
-    import lightning_efficient.data.decode as decode_mod
-    import lightning_efficient.data.folder as folder_mod
+    import lightning_efficient.data.decode.region as region_mod  # every caller looks decode_region up here
 
     seen: list[tuple[int, int]] = []
-    original = decode_mod.decode_region
+    original = region_mod.decode_region
 
     def spy(*args, **kwargs):
         region = original(*args, **kwargs)
         seen.append(region.image.size)
         return region
 
-    monkeypatch.setattr(decode_mod, "decode_region", spy)
-    monkeypatch.setattr(folder_mod, "decode_region", spy)
+    monkeypatch.setattr(region_mod, "decode_region", spy)
     return seen
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torchvision.transforms.v2 import functional as F
 
 from lightning_efficient.functional import augment as A
 from lightning_efficient.functional.augment import OPS, PolicyParams
+from lightning_efficient.functional.augment.policy_sampling import trivial_augment_space
 
 @pytest.fixture(scope="module")
 def real_image(imagenette: Path) -> torch.Tensor:
@@ -335,10 +336,16 @@ def test_fill_values_for_images_and_masks():
     seed=st.integers(0, 2**16),
 )
 def test_any_sampled_op_matches_torchvision_on_non_square_images(op, bin_, negative, h, w, gray, seed):
-    """Every (op, magnitude) of TrivialAugmentWide's space equals torchvision on random non-square images."""
-    table, signed = A._trivial_table(31)
+    """Every (op, magnitude) of TrivialAugmentWide's space equals torchvision on random non-square images.
+
+    Excluded: a rotation by a multiple of 90 degrees of an image whose width and height differ by an odd number.
+    There every sampling point lies exactly halfway between two pixels, so "nearest" is a tie that float rounding
+    breaks differently in Kornia's and torchvision's grid arithmetic (both answers are right).
+    """
+    table, signed = trivial_augment_space(31)
     i = OPS.index(op)
     m = float(table[i, bin_]) * (-1.0 if negative and bool(signed[i]) else 1.0)
+    assume(not (op == "Rotate" and m % 90 == 0 and m != 0 and (w - h) % 2 == 1))
     x_uint8 = _synthetic(1, c=1 if gray else 3, h=h, w=w, seed=seed)
     x = x_uint8.float() / 255.0
     ours = A.apply_policy(x, _params(op, m))
@@ -359,3 +366,30 @@ def test_channels_last_input_gives_the_same_values(fn):
 def test_misspelt_preset_suggests_the_right_name():
     with pytest.raises(ValueError, match="did you mean 'trivial_augment'"):
         A.build_augmentation("trivial")
+
+
+# Names served by the single module `augment.py` before it became a package (tests, notebooks, benchmarks, the
+# package's own `__init__` files import them from `lightning_efficient.functional.augment`).
+PUBLIC_NAMES = [
+    "OPS", "GEOMETRIC_OPS", "PolicyParams", "AffineParams", "Augmentation", "to_float", "normalize",
+    "sample_trivial_augment", "apply_trivial_augment", "trivial_augment", "sample_rand_augment", "rand_augment",
+    "apply_policy", "sample_random_resized_crop_flip", "sample_pad_crop_flip", "apply_affine", "imagenet_augment",
+    "cifar_augment", "PRESETS", "build_augmentation", "preview",
+]  # fmt: skip
+
+
+def test_package_reexports_every_public_name_of_the_old_module():
+    import importlib
+
+    module = importlib.import_module("lightning_efficient.functional.augment")
+    assert [n for n in PUBLIC_NAMES if not hasattr(module, n)] == []
+    assert set(module.__all__) <= set(PUBLIC_NAMES) and callable(module.preview)
+    assert not hasattr(module, "apply_rand_augment")  # removed: apply_policy applies RandAugment parameters
+
+
+def test_colour_op_rejects_a_geometric_name():
+    from lightning_efficient.functional.augment.colour import COLOUR_OPS, apply_colour_op
+
+    assert set(COLOUR_OPS) | set(A.GEOMETRIC_OPS) | {"Identity"} == set(OPS)
+    with pytest.raises(ValueError, match="not a colour operation"):
+        apply_colour_op("Rotate", torch.rand(2, 3, 4, 4), torch.zeros(2))

@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 from torch import nn
 
 from lightning_efficient.functional.layout import (
+    BatchToChannelsLast,
     ConversionReport,
     batch_to_channels_last,
+    check_five_d,
     convert_module_to_channels_last,
     is_channels_last,
     is_channels_last_3d,
+    parse_exclude,
     to_channels_last,
 )
 
@@ -352,6 +355,35 @@ def test_batch_simple_forms():
     already = img.to(memory_format=CL)
     assert batch_to_channels_last(already) is already
     assert batch_to_channels_last("not a batch") == "not a batch"
+
+
+def test_parse_exclude_and_check_five_d():
+    assert parse_exclude(None) == ((), ())
+    assert parse_exclude("head") == (("head",), ())
+    assert parse_exclude(nn.Conv1d) == ((), (nn.Conv1d,))
+    assert parse_exclude(["a", nn.Linear, "b.c"]) == (("a", "b.c"), (nn.Linear,))
+    with pytest.raises(ValueError, match="empty name"):
+        parse_exclude("")
+    with pytest.raises(TypeError, match="module names"):
+        parse_exclude((torch.Tensor,))
+    with pytest.raises(TypeError, match="iterable"):
+        parse_exclude(5)  # type: ignore[arg-type]
+    assert check_five_d("skip") == "skip" and check_five_d("channels_last_3d") == "channels_last_3d"
+    with pytest.raises(ValueError, match="five_d"):
+        check_five_d("3d")
+
+
+def test_converter_counts_over_calls_and_equals_the_function():
+    convert = BatchToChannelsLast()
+    img = _img()
+    frozen = FrozenSample(image=img, extra=["meta"])
+    first = convert({"a": img, "b": img.to(memory_format=CL), "y": torch.arange(2), "s": frozen})
+    assert (convert.batches, convert.converted, convert.already) == (1, 2, 1)  # a, s.image converted; b already
+    assert is_channels_last(first["a"]) and is_channels_last(first["s"].image) and first["y"].stride() == (1,)
+    second = convert((img, "text"))
+    assert (convert.batches, convert.converted, convert.already) == (2, 3, 1)
+    torch.testing.assert_close(second[0], batch_to_channels_last((img, "text"))[0])
+    assert second[1] == "text"
 
 
 def test_batch_keeps_autograd():

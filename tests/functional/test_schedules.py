@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from torch.optim import lr_scheduler as L
 
 from lightning_efficient.functional import schedules as F
+from lightning_efficient.functional.schedules import torch_internals
 
 SETTINGS = settings(max_examples=40, deadline=None)
 
@@ -33,19 +35,52 @@ def real_epoch_lrs(scheduler, num_epochs):
     return out
 
 
-def assert_boundaries_match(make, num_epochs, steps_per_epoch):
-    """fn(e*S/S) == real scheduler after e steps, for every e and param group (to float rounding)."""
+def pytorch_lr_at(probe, epoch, real):
+    """PyTorch's LRs at a fractional ``epoch`` (not an integer), from ``probe``, a scheduler of the same kind.
+
+    ``probe.step(epoch)`` with an explicit epoch uses the class's closed form (``_get_closed_form_lr``), or
+    ``get_lr()`` at ``last_epoch = epoch`` (``LambdaLR``: its function at the fractional epoch), or its own
+    fractional step (``CosineAnnealingWarmRestarts``). Where PyTorch has no value between epochs, the policy
+    of the package is the reference: ``MultiplicativeLR`` goes geometrically between the real boundary LRs
+    ``real``; ``ConstantLR``/``LinearLR`` with ``total_iters=0`` keep the epoch-0 value, as PyTorch's
+    recursion does (its closed form would not).
+    """
+    n = math.floor(epoch)
+    cls = type(probe)
+    if cls is L.MultiplicativeLR:
+        return [a * (b / a) ** (epoch - n) if a and b / a > 0 else a for a, b in zip(real[n], real[n + 1])]
+    if cls in (L.ConstantLR, L.LinearLR) and probe.total_iters <= 0:
+        return real[n]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # step(epoch) is deprecated
+        probe.step(epoch)
+    return [g["lr"] for g in probe.optimizer.param_groups]
+
+
+def assert_steps_match(make, num_epochs, steps_per_epoch, between=True):
+    """Update ``k`` of the per-step schedule (``k = 0 .. E*S-1``, at fractional epoch ``k / S``) vs PyTorch.
+
+    At ``k = e * S``: the real scheduler after ``e`` calls of ``step()``. In between (when ``between``):
+    :func:`pytorch_lr_at` at ``k / S``. Every param group, to float rounding.
+    """
     opt = make_optimizer()
     scheduler = make(opt)
-    fn = F.schedule_function(scheduler)
-    ours = [fn((e * steps_per_epoch) / steps_per_epoch) for e in range(num_epochs)]
+    ours = F.stepwise_lrs(scheduler, steps_per_epoch, num_epochs * steps_per_epoch)
     try:
-        ref = real_epoch_lrs(scheduler, num_epochs)
+        real = real_epoch_lrs(scheduler, num_epochs + 1)
     except ZeroDivisionError:  # PyTorch itself fails (e.g. LinearLR(total_iters=0) restarted by SequentialLR)
         reject()
+    probe = make(make_optimizer()) if between else None
     base = max(g["initial_lr"] for g in opt.param_groups)
-    for e, (a, b) in enumerate(zip(ours, ref, strict=True)):
-        assert a == pytest.approx(b, rel=1e-9, abs=1e-12 * base), f"epoch {e}: {a} vs {b}"
+    for k, got in enumerate(ours):
+        e, j = divmod(k, steps_per_epoch)
+        if j == 0:
+            want = real[e]
+        elif between:
+            want = pytorch_lr_at(probe, k / steps_per_epoch, real)
+        else:
+            continue
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12 * base), f"update {k} (epoch {k}/{steps_per_epoch})"
 
 
 factor01 = st.floats(0.05, 1.0)
@@ -81,11 +116,13 @@ SCHEDULERS = {
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
-def test_boundaries_equal_real_scheduler(name):
+def test_every_step_equals_pytorch(name):
+    """Every update k at fractional epoch k/S, not only the epoch boundaries."""
+
     @SETTINGS
     @given(make=SCHEDULERS[name], steps=S, epochs=st.integers(1, 25))
     def check(make, steps, epochs):
-        assert_boundaries_match(make, epochs, steps)
+        assert_steps_match(make, epochs, steps)
 
     check()
 
@@ -106,7 +143,7 @@ def test_sequential_lr_boundaries(data, steps, epochs):
     def make(o):
         return L.SequentialLR(o, [c(o) for c in children], milestones)
 
-    assert_boundaries_match(make, epochs, steps)
+    assert_steps_match(make, epochs, steps, between=False)  # PyTorch has no value between epochs here
 
 
 _CHAIN_CHILD = st.sampled_from(
@@ -129,7 +166,7 @@ def test_chained_scheduler_boundaries(data, steps, epochs):
             made = [L.ChainedScheduler(made[:nest_at]), *made[nest_at:]]
         return L.ChainedScheduler(made)
 
-    assert_boundaries_match(make, epochs, steps)
+    assert_steps_match(make, epochs, steps, between=False)  # PyTorch has no value between epochs here
 
 
 def test_chained_scheduler_is_product_of_factors():
@@ -213,7 +250,7 @@ def test_register_schedule_for_own_class():
 
     F.register_schedule(HalvingLR, lambda s: lambda e: [b * 0.5**e for b in s.base_lrs], multiplicative=True)
     try:
-        assert_boundaries_match(HalvingLR, 6, 3)
+        assert_steps_match(HalvingLR, 6, 3)  # get_lr() at a fractional last_epoch is the reference between
         assert F.lr_at(HalvingLR(make_optimizer((1.0,))), 0.5) == pytest.approx([2**-0.5])
         opt = make_optimizer((1.0,))
         chain = L.ChainedScheduler([HalvingLR(opt), L.ExponentialLR(opt, 0.5)])
@@ -291,3 +328,106 @@ def test_plot_schedule():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_torch_internals_still_exist():
+    """Fails loudly when a torch release renames the private attributes that torch_internals reads."""
+    opt = make_optimizer()
+    a, b = L.ConstantLR(opt, 0.5, 2), L.ExponentialLR(opt, 0.9)
+    seq = L.SequentialLR(opt, [a, b], [2])
+    assert torch_internals.child_schedulers(seq) == [a, b], f"SequentialLR._schedulers: {torch.__version__}"
+    assert torch_internals.milestones(seq) == [2], f"SequentialLR._milestones: {torch.__version__}"
+    chain = L.ChainedScheduler([a, b])
+    assert torch_internals.child_schedulers(chain) == [a, b], f"ChainedScheduler._schedulers: {torch.__version__}"
+    assert torch_internals.child_schedulers(a) == []
+    assert list(torch_internals.walk_schedulers(L.ChainedScheduler([seq, b])))[1:] == [seq, a, b, b]
+    # the guard: without the attribute, a clear UnsupportedSchedulerError (StepwiseLR then leaves it epoch-wise)
+    del chain._schedulers
+    with pytest.raises(F.UnsupportedSchedulerError, match="_schedulers.*torch_internals"):
+        F.schedule_function(chain)
+    del seq._milestones
+    with pytest.raises(F.UnsupportedSchedulerError, match="_milestones"):
+        F.schedule_function(seq)
+
+
+def _halve(epoch):
+    return 0.5
+
+
+def _ramp(epoch):
+    return 1.0 / (1.0 + epoch)
+
+
+# one scheduler per converted family; module-level functions so that the user's part pickles too
+PICKLED = {
+    "StepLR": lambda o: L.StepLR(o, 2, 0.5),
+    "MultiStepLR": lambda o: L.MultiStepLR(o, [1, 3], 0.5),
+    "ConstantLR": lambda o: L.ConstantLR(o, 0.5, 2),
+    "LinearLR": lambda o: L.LinearLR(o, 0.2, 1.0, 3),
+    "ExponentialLR": lambda o: L.ExponentialLR(o, 0.8),
+    "PolynomialLR": lambda o: L.PolynomialLR(o, 6, 2.0),
+    "CosineAnnealingLR": lambda o: L.CosineAnnealingLR(o, 4, 0.01),
+    "CosineAnnealingWarmRestarts": lambda o: L.CosineAnnealingWarmRestarts(o, 2, 2, 0.01),
+    "LambdaLR": lambda o: L.LambdaLR(o, [F.warmup_cosine(1, total_epochs=6), _ramp]),
+    "MultiplicativeLR": lambda o: L.MultiplicativeLR(o, _halve),
+    "SequentialLR": lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.5, 1.0, 2), L.ConstantLR(o, 0.5, 0)], [2]),
+    "ChainedScheduler": lambda o: L.ChainedScheduler(
+        [L.MultiplicativeLR(o, _halve), L.CosineAnnealingLR(o, 3), L.LambdaLR(o, _ramp), L.StepLR(o, 2)]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PICKLED))
+def test_schedule_functions_pickle(name):
+    """Schedule functions are module-level objects, not closures: a Trainer holding one can be saved."""
+    fn = F.schedule_function(PICKLED[name](make_optimizer()))
+    epochs = (0, 0.5, 1.25, 3.0, 7.5)
+    before = [fn(e) for e in epochs]
+    clone = pickle.loads(pickle.dumps(fn))
+    assert [clone(e) for e in epochs] == before
+    assert torch.load(_saved(fn), weights_only=False)(2.5) == fn(2.5)
+
+
+def _saved(obj):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_epoch_schedules_follow_run():
+    open_ended, fixed = F.warmup_cosine(1), F.warmup_cosine(1, total_epochs=5)
+    opt = make_optimizer()
+    seq = L.SequentialLR(opt, [L.LambdaLR(opt, [open_ended, fixed]), L.ExponentialLR(opt, 0.9)], [2])
+    assert F.epoch_schedules(seq) == [open_ended, fixed]
+    assert F.epoch_schedules(L.ExponentialLR(make_optimizer(), 0.9)) == []
+    assert open_ended.follows_run and not fixed.follows_run
+    assert open_ended.follow_run(4) and open_ended.total_epochs == 4.0 and open_ended.total_from_run
+    assert open_ended.follow_run(2.5) and open_ended.total_epochs == 2.5  # a later run re-binds
+    assert not fixed.follow_run(4) and fixed.total_epochs == 5.0  # the user's horizon is kept
+    with pytest.raises(ValueError, match="total_epochs"):
+        F.warmup_cosine(1).follow_run(float("nan"))
+    state = L.LambdaLR(make_optimizer((1.0,)), open_ended).state_dict()  # the binding travels in checkpoints
+    assert state["lr_lambdas"][0]["total_from_run"] is True
+
+
+def test_public_names_still_importable():
+    """Everything importable from the former module lightning_efficient/functional/schedules.py still is."""
+    from lightning_efficient.functional.schedules import (  # noqa: F401
+        Converter,
+        EpochSchedule,
+        ScheduleFn,
+        UnsupportedSchedulerError,
+        epochwise_lrs,
+        is_supported,
+        lr_at,
+        plot_schedule,
+        register_schedule,
+        schedule_function,
+        schedule_horizon,
+        stepwise_lrs,
+        unregister_schedule,
+        warmup_cosine,
+    )
