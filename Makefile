@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=10 tests --nbmake notebooks
+	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake notebooks
 
 clean:
 	rm -rf $(VENV) lightning_logs demo-results.json

@@ -25,7 +25,7 @@ timed points.
 
 On a CPU-only machine the "device" of B is the same CPU: B moves augmentation out of the worker processes into the
 main process, where it competes with the model for the same cores. The comparison the design is for is on a GPU:
-``python -m benchmarks.augmentation_gpu``.
+part c of ``benchmarks/gpu_suite.py``.
 
     python -m benchmarks.augmentation          # full run, 4-6 minutes on 2 idle cores; writes results/augmentation.md
     python -m benchmarks.augmentation --quick  # smoke run, under a minute; prints only (unless --out is given)
@@ -52,7 +52,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "imagene
 
 @dataclass
 class Settings:
-    """One benchmark configuration (CPU defaults; ``benchmarks.augmentation_gpu`` passes the GPU ones).
+    """One benchmark configuration (CPU defaults).
 
     Attributes:
         device: ``"cpu"`` or ``"cuda"``; where B augments and the model trains.
@@ -100,7 +100,7 @@ def sync(device: str) -> None:
 
 def cycled_indices(targets: list[int], n: int, seed: int) -> list[int]:
     """``n`` indices: a class-balanced subset when ``n`` fits the data, else seeded permutations repeated."""
-    from lightning_efficient.demo import balanced_subset
+    from lightning_efficient.data import balanced_subset
 
     if n <= len(targets):
         return balanced_subset(targets, n, seed)
@@ -160,7 +160,7 @@ def micro_variants(root: Path, s: Settings) -> dict[str, Callable[[], float]]:
     from torchvision.transforms.v2 import functional as F
 
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD
-    from lightning_efficient.demo import balanced_subset
+    from lightning_efficient.data import balanced_subset
     from torchvision.datasets import ImageFolder
 
     folder = ImageFolder(root)
@@ -434,7 +434,7 @@ CPU_NOTE = (
     "worker processes and runs it in the main process, where it competes with ResNet-18's forward and backward "
     "pass for the same cores, while A overlaps it with training in separate processes. So (3) shows what the "
     "placement costs or saves when there is no accelerator; it says nothing about a GPU, where B's work runs on "
-    "otherwise idle silicon. That comparison is `python -m benchmarks.augmentation_gpu`. In (1) A is one "
+    "otherwise idle silicon. That comparison is part c of `benchmarks/gpu_suite.py`. In (1) A is one "
     "single-threaded Python loop and B uses torch's intra-op threads (all cores), so per-core cost is A's rate vs "
     "B's rate divided by the core count. C (no loader, no workers) is the most the model step allows here. Run it "
     "on an otherwise idle machine: under CPU contention B's multi-threaded tensor operations slow down far more "

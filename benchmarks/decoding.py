@@ -47,43 +47,30 @@ from typing import Callable
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Subset, default_collate
+from torch.utils.data import default_collate
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
 
-from benchmarks.harness import RESULTS, Comparison, comparison_table, interleave, markdown_table, write_results
+from benchmarks.harness import (
+    DATA,
+    RESULTS,
+    Comparison,
+    comparison_table,
+    dataset_roots,
+    interleave,
+    make_loader,
+    markdown_table,
+    one_pass,
+    pick_indices,
+    pil_description,
+    write_results,
+)
 from lightning_efficient import FastImageFolder, pil_flavour, uint8_collate
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REFERENCE = "ImageFolder+RRC+ToTensor"
 FAST = "FastImageFolder"
 TARGET = 1.5
 TARGET_SIZE = 224
-
-
-def dataset_roots(data: Path) -> dict[str, Path]:
-    """Name -> ImageFolder root. hymenoptera: the whole folder (train + val; "train"/"val" act as the two classes,
-    which is irrelevant for throughput and keeps all ~400 photos in one list). imagenette: the val split."""
-    return {"hymenoptera": data / "hymenoptera", "imagenette": data / "imagenette" / "val"}
-
-
-def pick_indices(n_total: int, n: int, seed: int) -> list[int]:
-    """A fixed, seeded selection of ``min(n, n_total)`` indices in random order (the same for every variant)."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randperm(n_total, generator=g)[: min(n, n_total)].tolist()
-
-
-def pil_description() -> str:
-    """``"Pillow 13.0.0 (libjpeg-turbo 3.1.2)"``: the PIL flavour and the JPEG library it decodes with (stock Pillow
-    wheels bundle their own libjpeg-turbo; a Pillow-SIMD built from source links the system one)."""
-    from PIL import features
-
-    try:
-        jpeg = f"libjpeg-turbo {features.version_feature('libjpeg_turbo')}" if features.check_feature(
-            "libjpeg_turbo") else f"libjpeg {features.version_codec('jpg')}"
-    except Exception:  # noqa: BLE001  (old Pillow without these queries)
-        jpeg = "JPEG library unknown"
-    return f"{pil_flavour()} ({jpeg})"
 
 
 def image_stats(paths: list[str]) -> str:
@@ -106,38 +93,6 @@ def make_datasets(root: Path, size: int) -> dict[str, tuple[torch.utils.data.Dat
         f"{FAST} draft=False": (FastImageFolder(root, size, train=True, draft=False), uint8_collate),
         f"{FAST} backend=torchvision": (FastImageFolder(root, size, train=True, backend="torchvision"), uint8_collate),
     }
-
-
-def make_loader(
-    dataset, indices: list[int], collate_fn, workers: int, batch_size: int, seed: int, pin_memory: bool = False
-) -> DataLoader:
-    """A DataLoader over ``Subset(dataset, indices)`` in that order; persistent workers when ``workers > 0``."""
-    kw = {"persistent_workers": True} if workers > 0 else {}
-    return DataLoader(
-        Subset(dataset, indices),
-        batch_size=batch_size,
-        shuffle=False,
-        num_workers=workers,
-        collate_fn=collate_fn,
-        pin_memory=pin_memory,
-        generator=torch.Generator().manual_seed(seed),
-        **kw,
-    )
-
-
-def one_pass(loader: DataLoader, seed: int, device: torch.device | None = None) -> float:
-    """Images/s of one full pass over ``loader``; with ``device``, each batch is also copied there (non-blocking)
-    and the pass ends with a CUDA synchronize, so the host-to-device transfer is counted."""
-    torch.manual_seed(seed)
-    n = 0
-    start = time.perf_counter()
-    for images, _ in loader:
-        if device is not None:
-            images = images.to(device, non_blocking=True)
-        n += images.shape[0]
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return n / (time.perf_counter() - start)
 
 
 def check_outputs(datasets: dict, index: int, size: int) -> None:

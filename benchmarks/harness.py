@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 import statistics
 import subprocess
@@ -20,9 +19,11 @@ from typing import Callable, Sequence
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import TensorDataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The reference data beside the repository (``../shared/data``).
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @dataclass
@@ -103,6 +104,45 @@ class BatchClock(pl.Callback):
         self.ends.append(time.perf_counter())
 
 
+class TimedWindow(pl.Callback):
+    """Seconds from the end of training batch ``skip - 1`` to the end of batch ``last`` (0-based, per fit).
+
+    On CUDA it synchronizes at those two batch ends only (so the clock reads finished GPU work, and the batches
+    in between run unserialised). ``images_per_s`` is then ``batch_size * (last - skip + 1) / seconds``.
+
+    Raises:
+        ValueError: ``skip < 1`` or ``last < skip``.
+    """
+
+    def __init__(self, skip: int, last: int) -> None:
+        if skip < 1 or last < skip:
+            raise ValueError(f"TimedWindow(skip={skip}, last={last}): need skip >= 1 and last >= skip")
+        self.skip, self.last = skip, last
+        self.t0: float | None = None
+        self.t1: float | None = None
+
+    def _now(self, pl_module: "pl.LightningModule") -> float:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        return time.perf_counter()
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.seen, self.t0, self.t1 = 0, None, None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.seen == self.skip - 1:
+            self.t0 = self._now(pl_module)
+        elif self.seen == self.last:
+            self.t1 = self._now(pl_module)
+        self.seen += 1
+
+    def images_per_s(self, batch_size: int) -> float:
+        """Images/s over the window. Raises RuntimeError if the fit did not reach batch ``last``."""
+        if self.t0 is None or self.t1 is None:
+            raise RuntimeError(f"the fit ended before training batch {self.last} (window {self.skip}..{self.last})")
+        return batch_size * (self.last - self.skip + 1) / (self.t1 - self.t0)
+
+
 def images_per_second(ends: Sequence[float], skip: int, batch_size: int) -> float:
     """Images/s over the batches after the first ``skip``: ``batch_size * (k - 1) / (ends[-1] - ends[skip])``.
 
@@ -113,6 +153,89 @@ def images_per_second(ends: Sequence[float], skip: int, batch_size: int) -> floa
     if len(timed) < 2:
         raise ValueError(f"need at least skip + 2 = {skip + 2} batches to time, got {len(ends)}")
     return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+
+
+# ------------------------------------------------------------------ data loading (decoding benchmarks)
+def dataset_roots(data: Path) -> dict[str, Path]:
+    """Name -> ImageFolder root. hymenoptera: the whole folder (train + val; "train"/"val" act as the two classes,
+    which is irrelevant for throughput and keeps all ~400 photos in one list). imagenette: the val split."""
+    return {"hymenoptera": data / "hymenoptera", "imagenette": data / "imagenette" / "val"}
+
+
+def pick_indices(n_total: int, n: int, seed: int) -> list[int]:
+    """A fixed, seeded selection of ``min(n, n_total)`` indices in random order (the same for every variant)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randperm(n_total, generator=g)[: min(n, n_total)].tolist()
+
+
+def pil_description() -> str:
+    """``"Pillow 13.0.0 (libjpeg-turbo 3.1.2)"``: the PIL flavour and the JPEG library it decodes with (stock Pillow
+    wheels bundle their own libjpeg-turbo; a Pillow-SIMD built from source links the system one)."""
+    from PIL import features
+
+    from lightning_efficient import pil_flavour
+
+    try:
+        jpeg = f"libjpeg-turbo {features.version_feature('libjpeg_turbo')}" if features.check_feature(
+            "libjpeg_turbo") else f"libjpeg {features.version_codec('jpg')}"
+    except Exception:  # noqa: BLE001  (old Pillow without these queries)
+        jpeg = "JPEG library unknown"
+    return f"{pil_flavour()} ({jpeg})"
+
+
+def make_loader(
+    dataset, indices: list[int], collate_fn, workers: int, batch_size: int, seed: int, pin_memory: bool = False
+) -> DataLoader:
+    """A DataLoader over ``Subset(dataset, indices)`` in that order; persistent workers when ``workers > 0``."""
+    kw = {"persistent_workers": True} if workers > 0 else {}
+    return DataLoader(
+        Subset(dataset, indices),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=workers,
+        collate_fn=collate_fn,
+        pin_memory=pin_memory,
+        generator=torch.Generator().manual_seed(seed),
+        **kw,
+    )
+
+
+def one_pass(loader: DataLoader, seed: int, device: torch.device | None = None) -> float:
+    """Images/s of one full pass over ``loader``; with ``device``, each batch is also copied there (non-blocking)
+    and the pass ends with a CUDA synchronize, so the host-to-device transfer is counted."""
+    torch.manual_seed(seed)
+    n = 0
+    start = time.perf_counter()
+    for images, _ in loader:
+        if device is not None:
+            images = images.to(device, non_blocking=True)
+        n += images.shape[0]
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return n / (time.perf_counter() - start)
+
+
+class Classifier(pl.LightningModule):
+    """A torchvision model (random init) trained with cross-entropy, SGD (momentum 0.9) and, unless
+    ``cosine_epochs`` is None, ``CosineAnnealingLR(T_max=cosine_epochs)`` stepped per epoch."""
+
+    def __init__(self, arch: str = "resnet18", num_classes: int = 10, lr: float = 0.1,
+                 cosine_epochs: int | None = 10) -> None:
+        super().__init__()
+        import torchvision
+
+        self.model = getattr(torchvision.models, arch)(num_classes=num_classes)
+        self.lr, self.cosine_epochs = lr, cosine_epochs
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.model(x), y)
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        if self.cosine_epochs is None:
+            return opt
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, self.cosine_epochs)}
 
 
 def random_images(n: int, size: int, num_classes: int = 10, seed: int = 0) -> TensorDataset:
@@ -132,15 +255,24 @@ def machine() -> dict[str, str]:
                 break
     except OSError:
         pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
-    info["cpu"] = f"{cpu}, {cores} cores"
+    from lightning_efficient.data.loader import available_cpus
+
+    info["cpu"] = f"{cpu}, {available_cpus()} cores"
     from lightning_efficient.precision import cpu_flags
 
     info["cpu bf16"] = ", ".join(sorted(f for f in ("amx_bf16", "avx512_bf16") if f in cpu_flags())) or "none"
     info["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    if torch.cuda.is_available():
+        info["cuda"] = str(torch.version.cuda)
+        info["cudnn"] = str(torch.backends.cudnn.version())
+        try:
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=True,
+            )
+            info["nvidia-smi"] = smi.stdout.strip()
+        except Exception as err:  # noqa: BLE001 - recorded, not fatal
+            info["nvidia-smi"] = f"unavailable ({type(err).__name__})"
     info["python"] = platform.python_version()
     for mod in ("torch", "torchvision", "pytorch_lightning", "kornia", "PIL"):
         try:

@@ -20,6 +20,7 @@ import pytorch_lightning as pl
 import torch
 
 from benchmarks.harness import (
+    Classifier,
     BatchClock,
     comparison_table,
     images_per_second,
@@ -28,7 +29,6 @@ from benchmarks.harness import (
     random_images,
     write_results,
 )
-from benchmarks.trainer_throughput import Classifier
 from lightning_efficient import ChannelsLast, EfficiencyReport, recommended_precision
 from torch.utils.data import DataLoader, TensorDataset
 

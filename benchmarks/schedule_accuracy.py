@@ -34,7 +34,8 @@ from lightning_efficient import (
     recommended_precision,
     uint8_collate,
 )
-from lightning_efficient.demo import balanced_subset, make_classifier
+from lightning_efficient.app.demo import make_classifier
+from lightning_efficient.data import balanced_subset
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "imagenette"
 
@@ -57,7 +58,7 @@ def train_once(arm: str, seed: int, args: argparse.Namespace) -> dict:
         devices=1, logger=False, enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=False, num_sanity_val_steps=0,
     )
-    model = make_classifier(len(val.classes), args.lr, args.epochs, len(train_loader))
+    model = make_classifier(len(val.classes), args.lr, args.epochs)
     start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader)
     return {"arm": arm, "seed": seed, "val_top1": float(trainer.callback_metrics["val/top1"]),

@@ -14,10 +14,10 @@ import warnings
 
 import pytorch_lightning as pl
 import torch
-import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.harness import (
+    Classifier,
     BatchClock,
     comparison_table,
     images_per_second,
@@ -26,20 +26,6 @@ from benchmarks.harness import (
     write_results,
 )
 from lightning_efficient import recipe
-
-
-class Classifier(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.model = torchvision.models.resnet18(num_classes=10)
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return torch.nn.functional.cross_entropy(self.model(x), y)
-
-    def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
-        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)}
 
 
 def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size: int) -> float:

@@ -2,7 +2,7 @@
 
 import sys
 
-from lightning_efficient.cli import main
+from lightning_efficient.app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

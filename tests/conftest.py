@@ -9,8 +9,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import pytest
+import torch
+from hypothesis import settings
 from image_helpers import data
+
+# CI runs the property tests with a fixed seed (reproducible verdicts); local runs keep exploring new examples.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` skip, with the reason, where no CUDA GPU is visible."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run by benchmarks/gpu_suite.py part a on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

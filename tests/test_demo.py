@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from lightning_efficient.cli import main
-from lightning_efficient.demo import balanced_subset, check_data, digits_imagefolder, format_table
+from lightning_efficient.app.cli import main
+from lightning_efficient.app.demo import balanced_subset, check_data, digits_imagefolder, format_table
 
 
 def _image_folder(root: Path, classes=("a", "b"), per_class=3, splits=("train", "val")) -> Path:

@@ -72,7 +72,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``lightning-efficient`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from lightning_efficient.demo import DemoConfig, DemoError, run_demo_with_fallback
+        from lightning_efficient.app.demo import DemoConfig, DemoError, run_demo_with_fallback
 
         cfg = DemoConfig(
             data=args.data or "", epochs=args.epochs, train_images=args.train_images, val_images=args.val_images,
@@ -88,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
             return 130
     elif args.command == "doctor":
-        from lightning_efficient.doctor import report
+        from lightning_efficient.app.doctor import report
 
         print(report())
     return 0

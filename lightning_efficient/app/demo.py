@@ -25,6 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from lightning_efficient.data import samples
+from lightning_efficient.data.samples import balanced_subset
+
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -98,28 +101,6 @@ def check_data(root: str | os.PathLike) -> Path:
     return path
 
 
-def balanced_subset(targets: list[int], n: int, seed: int) -> list[int]:
-    """Indices of ``n`` samples, as equal a number per class as possible, chosen with ``seed``; sorted.
-
-    ``n <= 0`` or ``n >= len(targets)`` returns all indices.
-    """
-    import torch
-
-    if n <= 0 or n >= len(targets):
-        return list(range(len(targets)))
-    g = torch.Generator().manual_seed(seed)
-    by_class: dict[int, list[int]] = {}
-    for i in torch.randperm(len(targets), generator=g).tolist():
-        by_class.setdefault(targets[i], []).append(i)
-    chosen: list[int] = []
-    queues = [by_class[c] for c in sorted(by_class)]
-    while len(chosen) < n:
-        for q in queues:
-            if q and len(chosen) < n:
-                chosen.append(q.pop())
-    return sorted(chosen)
-
-
 def check_images(paths: list[str]) -> None:
     """Open and decode every image (at 1/8 scale for JPEG: cheap); raise a one-line DemoError on the first bad one."""
     from PIL import Image
@@ -135,40 +116,15 @@ def check_images(paths: list[str]) -> None:
 
 # --------------------------------------------------------------------------------------------- fallback data
 def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
-    """Write scikit-learn's digits (1,797 real 8x8 scans of handwritten digits, shipped inside the package, no
-    download) as an ImageFolder of ``size`` x ``size`` PNGs under ``root``: ``train/`` (80%) and ``val/`` (20%).
-
-    Raises:
-        DemoError: scikit-learn is not installed.
-    """
+    """:func:`lightning_efficient.data.digits_imagefolder`, with a missing scikit-learn as a one-line DemoError."""
     try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise DemoError(
-            "no --data given and scikit-learn (for the offline fallback dataset) is missing; "
-            "pass --data DIR or `pip install scikit-learn`."
-        ) from None
-    import numpy as np
-    from PIL import Image
-
-    root = Path(root)
-    digits = load_digits()
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(digits.images))
-    n_val = len(order) // 5
-    for rank, i in enumerate(order):
-        split = "val" if rank < n_val else "train"
-        folder = root / split / str(digits.target[i])
-        folder.mkdir(parents=True, exist_ok=True)
-        pixels = (digits.images[i] * (255.0 / 16.0)).clip(0, 255).astype("uint8")
-        Image.fromarray(pixels, mode="L").convert("RGB").resize((size, size), Image.BILINEAR).save(
-            folder / f"{i:04d}.png"
-        )
-    return root
+        return samples.digits_imagefolder(root, size)
+    except ModuleNotFoundError as err:
+        raise DemoError(f"no --data given and {err}") from None
 
 
 # --------------------------------------------------------------------------------------------- the runs
-def make_classifier(num_classes: int, lr: float, epochs: int, steps_per_epoch: int) -> Any:
+def make_classifier(num_classes: int, lr: float, epochs: int) -> Any:
     import pytorch_lightning as pl
     import torch
     import torchmetrics
@@ -270,7 +226,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     else:
         augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
         trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report], **common))
-    model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs, len(train_loader))
+    model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs)
     if cfg.progress:
         print(f"\n== {kind}: precision={trainer.precision}, "
               f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",

@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
-
 import torch
 
+from lightning_efficient.functional.efficiency import Check
 from lightning_efficient.precision import cpu_flags, explain_precision
-
-
-@dataclass
-class Finding:
-    """One line of the doctor's output: ``ok`` True/False, or None for information."""
-
-    topic: str
-    ok: bool | None
-    detail: str
-    advice: str = ""
-
-    def line(self) -> str:
-        mark = {True: "[x]", False: "[ ]", None: "[i]"}[self.ok]
-        text = f"{mark} {self.topic}: {self.detail}"
-        return f"{text}\n      -> {self.advice}" if self.advice else text
 
 
 def _version(module: str) -> str | None:
@@ -32,16 +16,20 @@ def _version(module: str) -> str | None:
         return None
 
 
-def diagnose() -> list[Finding]:
+def diagnose() -> list[Check]:
     """The environment checks: Python, torch and CUDA/cuDNN, bf16 support, CPU bf16/AMX, kornia, PIL flavour,
-    CPU cores, and the recommended precision and DataLoader settings."""
+    CPU cores, and the recommended precision and DataLoader settings.
+
+    Returns:
+        One :class:`~lightning_efficient.functional.efficiency.Check` per topic (``ok`` None: information only).
+    """
     from lightning_efficient.data.decode import pil_flavour
     from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
 
     out = [
-        Finding("python", None, platform.python_version()),
-        Finding("torch", None, f"{torch.__version__} (CUDA build {torch.version.cuda or 'none'})"),
-        Finding("pytorch_lightning", None, _version("pytorch_lightning") or "absent"),
+        Check("python", None, platform.python_version()),
+        Check("torch", None, f"{torch.__version__} (CUDA build {torch.version.cuda or 'none'})"),
+        Check("pytorch_lightning", None, _version("pytorch_lightning") or "absent"),
     ]
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
@@ -49,25 +37,25 @@ def diagnose() -> list[Finding]:
             f"{torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})"
             for i in range(n)
         )
-        out.append(Finding("CUDA devices", True, f"{n}: {names}"))
+        out.append(Check("CUDA devices", True, f"{n}: {names}"))
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         out.append(
-            Finding("cuDNN", cudnn is not None, str(cudnn) if cudnn else "unavailable",
+            Check("cuDNN", cudnn is not None, str(cudnn) if cudnn else "unavailable",
                     "" if cudnn else "install a torch build with cuDNN")
         )
         bf16 = torch.cuda.is_bf16_supported()
-        out.append(Finding("CUDA bf16", bf16, "supported" if bf16 else "not supported (pre-Ampere)"))
+        out.append(Check("CUDA bf16", bf16, "supported" if bf16 else "not supported (pre-Ampere)"))
         tf32 = torch.get_float32_matmul_precision()
         out.append(
-            Finding("TF32 matmuls", tf32 != "highest", f"float32_matmul_precision={tf32!r}",
+            Check("TF32 matmuls", tf32 != "highest", f"float32_matmul_precision={tf32!r}",
                     "" if tf32 != "highest" else "torch.set_float32_matmul_precision('high')")
         )
     else:
-        out.append(Finding("CUDA devices", None, "none visible: training runs on the CPU"))
+        out.append(Check("CUDA devices", None, "none visible: training runs on the CPU"))
     flags = cpu_flags()
     bf16_flags = sorted(f for f in ("amx_bf16", "amx_tile", "avx512_bf16") if f in flags)
     out.append(
-        Finding(
+        Check(
             "CPU",
             None,
             f"{platform.machine()}, {available_cpus()} cores available, SIMD {torch.backends.cpu.get_cpu_capability()}, "
@@ -76,12 +64,12 @@ def diagnose() -> list[Finding]:
     )
     kornia = _version("kornia")
     ok = kornia is not None and tuple(int(x) for x in kornia.split(".")[:2]) >= (0, 9)
-    out.append(Finding("kornia", ok, kornia or "absent", "" if ok else "pip install 'kornia>=0.9'"))
+    out.append(Check("kornia", ok, kornia or "absent", "" if ok else "pip install 'kornia>=0.9'"))
     flavour = pil_flavour()
     simd = flavour.startswith("Pillow-SIMD")
     avx2 = "avx2" in flags
     out.append(
-        Finding(
+        Check(
             "PIL",
             True if simd else None,
             flavour + ("" if simd else " (stock; decode is libjpeg-turbo either way)"),
@@ -89,14 +77,15 @@ def diagnose() -> list[Finding]:
         )
     )
     choice = explain_precision()
-    out.append(Finding("precision", True, f"use Trainer(precision={choice.precision!r}): {choice.reason}",
+    out.append(Check("precision", True, f"use Trainer(precision={choice.precision!r}): {choice.reason}",
                        "; ".join(choice.advice)))
     settings = suggest_loader_kwargs()
-    out.append(Finding("DataLoader", None, ", ".join(f"{k}={v!r}" for k, v in settings.kwargs.items()
+    out.append(Check("DataLoader", None, ", ".join(f"{k}={v!r}" for k, v in settings.kwargs.items()
                                                    if k != "collate_fn")))
     return out
 
 
 def report() -> str:
     """The doctor's output as text."""
-    return "lightning-efficient doctor\n" + "\n".join("  " + f.line() for f in diagnose())
+    lines = (c.line(info_mark="[i]", advice_unless_ok=True) for c in diagnose())
+    return "lightning-efficient doctor\n" + "\n".join("  " + line for line in lines)

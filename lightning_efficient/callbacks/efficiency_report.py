@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
-import time
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-import PIL
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning import Callback
@@ -15,8 +12,8 @@ from pytorch_lightning.utilities.data import extract_batch_size
 from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
-from lightning_efficient import _batch_hooks
-from lightning_efficient.data.loader import suggest_loader_kwargs
+from lightning_efficient.data.decode import is_pillow_simd
+from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
 from lightning_efficient.functional.efficiency import (
     Check,
     RunFacts,
@@ -26,6 +23,8 @@ from lightning_efficient.functional.efficiency import (
     verdict,
 )
 from lightning_efficient.functional.layout import is_channels_last
+from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline
+from lightning_efficient.pipeline import get_pipeline
 from lightning_efficient.precision import recommended_precision
 
 _CPU_AUGMENTATIONS = (
@@ -38,21 +37,32 @@ _CPU_AUGMENTATIONS = (
 class EfficiencyReport(Callback):
     """Measure data wait, compute time, images/s and peak memory per training step; report what to change.
 
-    Per training batch it measures (host seconds, see :mod:`lightning_efficient.functional.efficiency`):
-    the time waiting for data (end of the previous batch until the batch is on the device), the time in
-    on-device batch transforms, and the compute time (``on_train_batch_start`` to ``on_train_batch_end``;
-    on CUDA after a synchronize). Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
-    ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's loggers; at the end of fit
-    it prints one table (rank zero only; under DDP the figures of all ranks are gathered: images/s summed,
-    shares pooled, peak memory the maximum) and a checklist of the practices with concrete advice.
+    Per training batch it measures (see :mod:`lightning_efficient.functional.timing` for the exact intervals):
+    the time waiting for data (end of the previous batch until ``on_train_batch_start``, less the next item), the
+    time in this package's on-device batch transforms (the :class:`~lightning_efficient.pipeline.BatchPipeline`
+    stages of GPUDecode, GPUAugmentation, ChannelsLast), and the compute time (``on_train_batch_start`` to
+    ``on_train_batch_end``). On the CPU these are host seconds. On CUDA they are read from CUDA events recorded on
+    the current stream, i.e. device time, and nothing synchronizes while training runs (the events are read a step
+    or two later), so the report neither serialises the pipeline nor mistakes asynchronous kernel launches for
+    their run time. Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
+    ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's loggers; at the end of fit it
+    prints one table (rank zero only; under DDP the figures of all ranks are gathered: images/s summed, shares
+    pooled, peak memory per device) and a checklist of the practices with concrete advice. Its overhead is
+    measured in ``benchmarks/results/report_overhead.md`` (CPU) and ``benchmarks/results/gpu/`` (CUDA).
+
+    Callbacks tell the report what they do through
+    :class:`~lightning_efficient.functional.efficiency.ReportsEfficiencyFacts` (an ``efficiency_facts()`` method).
 
     Args:
         log_every_n_steps: how often (in training batches) to log ``efficiency/*`` metrics; 0 disables it.
         skip_first: training batches at the start of fit left out of the figures (warm-up).
         verbose: print the report at the end of fit.
+        clock: ``"auto"`` (CUDA events on a CUDA device, host seconds otherwise), ``"host"``, ``"cuda"``, or a
+            :class:`~lightning_efficient.functional.timing.Clock` object (e.g. ``CudaEventClock(HostEvent)`` to run
+            the CUDA code path on a CPU).
 
     Raises:
-        ValueError: a negative ``log_every_n_steps`` or ``skip_first``.
+        ValueError: a negative ``log_every_n_steps`` or ``skip_first``, or an unknown ``clock``.
 
     Example::
 
@@ -62,23 +72,28 @@ class EfficiencyReport(Callback):
         report.summary()["images_per_s"]
     """
 
-    def __init__(self, log_every_n_steps: int = 50, skip_first: int = 2, verbose: bool = True) -> None:
+    def __init__(
+        self, log_every_n_steps: int = 50, skip_first: int = 2, verbose: bool = True, clock: Union[str, Clock] = "auto"
+    ) -> None:
         if not isinstance(log_every_n_steps, int) or log_every_n_steps < 0:
             raise ValueError(f"EfficiencyReport(log_every_n_steps={log_every_n_steps!r}): expected an int >= 0.")
         if not isinstance(skip_first, int) or skip_first < 0:
             raise ValueError(f"EfficiencyReport(skip_first={skip_first!r}): expected an int >= 0.")
+        if isinstance(clock, str) and clock not in ("auto", "host", "cuda"):
+            raise ValueError(f"EfficiencyReport(clock={clock!r}): expected 'auto', 'host', 'cuda' or a Clock object.")
+        if not isinstance(clock, str) and not all(
+            callable(getattr(clock, m, None)) for m in ("mark", "ready", "wait", "seconds")
+        ):
+            raise ValueError(f"EfficiencyReport(clock={clock!r}): a Clock needs mark(), ready(), wait(), seconds().")
         self.log_every_n_steps = log_every_n_steps
         self.skip_first = skip_first
         self.verbose = verbose
+        self.clock = clock
         self.timer = StepTimer(skip_first=skip_first)
-        self._figures: dict[str, float] = {}
+        self._timeline = StepTimeline(HostClock(), self.timer)
+        self._figures: dict[str, Any] = {}
         self._checks: list[Check] = []
-        self._owner: Any = None
-        self._last_end: Optional[float] = None
-        self._start = 0.0
-        self._wait = 0.0  # data wait of the current batch (seconds), set in on_train_batch_start
-        self._transform = 0.0  # on-device transform time of the current batch (seconds)
-        self._transform_mark = 0.0
+        self._pipeline: Any = None
         self._inputs_channels_last: Optional[bool] = None
         self._cuda = False
 
@@ -87,41 +102,35 @@ class EfficiencyReport(Callback):
         self.timer = StepTimer(skip_first=self.skip_first)
         self._inputs_channels_last = None
         self._cuda = pl_module.device.type == "cuda"
+        self._timeline = StepTimeline(self._make_clock(), self.timer)
         if self._cuda:
             torch.cuda.reset_peak_memory_stats(pl_module.device)
 
     def on_train_epoch_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
-        self._mark()
+        self._follow_pipeline(trainer)
+        self._timeline.restart()
 
     def on_validation_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
         # Validation inside an epoch (val_check_interval < 1) is neither data wait nor training compute.
-        self._mark()
+        self._timeline.restart()
 
     def on_train_batch_start(
         self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", batch: Any, batch_idx: int
     ) -> None:
-        now = time.perf_counter()
-        # Transforms run on whichever object Lightning calls; it is found once the hooks are in place.
-        self._owner = _batch_hooks.hook_owner(trainer, pl_module)
-        transform = _batch_hooks.transform_seconds(self._owner) - self._transform_mark
-        self._wait = (now - self._last_end - transform) if self._last_end is not None else 0.0
-        self._transform = transform
-        self._start = now
+        self._timeline.batch_started()
+        self._follow_pipeline(trainer)
         if self._inputs_channels_last is None:
             self._inputs_channels_last = _first_image_channels_last(batch)
 
     def on_train_batch_end(
         self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._cuda:
-            torch.cuda.synchronize(pl_module.device)
-        now = time.perf_counter()
         try:
             samples = extract_batch_size(batch)
         except Exception:  # noqa: BLE001 - an exotic batch: count steps, not samples
             samples = 0
-        self.timer.add(self._wait, self._transform, now - self._start, samples)
-        if self._cuda:
+        self._timeline.batch_ended(samples)
+        if self._cuda:  # the caching allocator's statistics: a host-side read, no synchronisation
             self.timer.peak_memory_bytes = torch.cuda.max_memory_allocated(pl_module.device)
         else:
             self.timer.peak_memory_bytes = max(self.timer.peak_memory_bytes, process_rss_bytes())
@@ -132,19 +141,25 @@ class EfficiencyReport(Callback):
             }
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
-        self._mark(now)
 
     def on_fit_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        self._timeline.drain(block=True)
+        self._detach()
         self._figures = self._gather(trainer, pl_module)
         self._checks = checklist(self._facts(trainer, pl_module), self._figures["data_wait_share"])
         if self.verbose and trainer.is_global_zero:
             print(self.report())
 
+    def on_exception(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", exception: BaseException) -> None:
+        self._detach()
+
     # ---------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
         """The figures of the last fit: ``images_per_s``, ``data_wait_share``, ``transform_share``,
-        ``step_time_s`` (seconds per batch), ``peak_memory_mb``, ``steps``, ``samples``, ``verdict`` and
-        ``checklist`` (list of dicts). Empty before a fit has ended."""
+        ``step_time_s`` (seconds per batch), ``peak_memory_mb`` (the largest over devices; CUDA
+        ``max_memory_allocated`` or process RSS on CPU), ``peak_memory_mb_per_device`` (one per rank), ``clock``
+        (``"cuda events"`` or ``"host"``), ``steps``, ``samples``, ``world_size``, ``verdict`` and ``checklist``
+        (list of dicts). Empty before a fit has ended."""
         if not self._figures:
             return {}
         return {
@@ -168,7 +183,7 @@ class EfficiencyReport(Callback):
             ("step time", f"{1000 * f['step_time_s']:.1f} ms per batch"),
             ("waiting for data", f"{100 * f['data_wait_share']:.1f}% of step time"),
             ("on-device transforms", f"{100 * f['transform_share']:.1f}% of step time"),
-            ("peak memory", f"{f['peak_memory_mb']:.0f} MiB ({'CUDA allocated' if self._cuda else 'process RSS'})"),
+            ("peak memory", _memory_text(f, self._cuda)),
             ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
         ]
         width = max(len(r[0]) for r in rows)
@@ -179,9 +194,29 @@ class EfficiencyReport(Callback):
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- helpers
-    def _mark(self, now: Optional[float] = None) -> None:
-        self._last_end = time.perf_counter() if now is None else now
-        self._transform_mark = _batch_hooks.transform_seconds(self._owner)
+    def _make_clock(self) -> Clock:
+        if not isinstance(self.clock, str):
+            return self.clock
+        if self.clock == "cuda" or (self.clock == "auto" and self._cuda):
+            if not self._cuda:
+                raise ValueError("EfficiencyReport(clock='cuda') on a model that is not on a CUDA device; "
+                                 "use clock='auto' or 'host'.")
+            return CudaEventClock()
+        return HostClock()
+
+    def _follow_pipeline(self, trainer: "pl.Trainer") -> None:
+        """Time the stages of the batch pipeline of this fit (found once our callbacks have installed it)."""
+        pipeline = get_pipeline(trainer)
+        if pipeline is not self._pipeline:
+            self._detach()
+            if pipeline is not None:
+                pipeline.add_clock(self._timeline)
+            self._pipeline = pipeline
+
+    def _detach(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.remove_clock(self._timeline)
+            self._pipeline = None
 
     def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, float]:
         t = self.timer
@@ -199,6 +234,8 @@ class EfficiencyReport(Callback):
         pooled = float(total.sum())
         per_rank_rate = torch.where(total > 0, samples / total.clamp_min(1e-12), torch.zeros_like(total))
         return {
+            "clock": "cuda events" if isinstance(self._timeline.clock, CudaEventClock) else "host",
+            "peak_memory_mb_per_device": [float(p) / 2**20 for p in peak],
             "steps": int(steps.sum()),
             "samples": int(samples.sum()),
             "images_per_s": float(per_rank_rate.sum()) if pooled > 0 else math.nan,
@@ -210,35 +247,23 @@ class EfficiencyReport(Callback):
         }
 
     def _facts(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> RunFacts:
-        from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
-        from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
-
         accelerator = pl_module.device.type
         convs = [
-            p for m in pl_module.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)
+            p for m in pl_module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.ConvTranspose2d))
             for p in m.parameters(recurse=False) if p.dim() == 4
         ]
         model_cl = (
             sum(is_channels_last(p) for p in convs) / len(convs) if convs else None
         )
         configs = trainer.lr_scheduler_configs
-        if not configs:
-            lr_per_step = None
-        else:
-            lr_per_step = all(c.interval == "step" for c in configs) or any(
-                isinstance(cb, StepwiseLR) for cb in trainer.callbacks
-            )
         loader = _train_loader(trainer)
         dataset = _unwrap_dataset(loader.dataset) if loader is not None else None
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
-        per_process = max(1, cores // max(1, trainer.num_devices))
+        cores = available_cpus()
+        processes = max(1, trainer.num_devices)
         suggested = suggest_loader_kwargs(
-            processes_per_node=max(1, trainer.num_devices), cpus=cores, cuda=accelerator == "cuda"
+            processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda"
         ).kwargs["num_workers"]
-        return RunFacts(
+        observed: dict[str, Any] = dict(
             precision=str(trainer.precision),
             recommended_precision=recommended_precision(
                 "cuda" if accelerator == "cuda" else ("mps" if accelerator == "mps" else "cpu")
@@ -246,18 +271,30 @@ class EfficiencyReport(Callback):
             accelerator=accelerator,
             model_channels_last=model_cl,
             inputs_channels_last=self._inputs_channels_last,
-            lr_per_step=lr_per_step,
-            device_augmentation=any(isinstance(cb, GPUAugmentation) for cb in trainer.callbacks),
+            lr_per_step=all(c.interval == "step" for c in configs) if configs else None,
             cpu_augmentation=_cpu_augmentations(dataset),
             num_workers=loader.num_workers if loader is not None else None,
-            cpu_cores=per_process,
+            cpu_cores=max(1, cores // processes),
             suggested_workers=suggested,
             pin_memory=loader.pin_memory if loader is not None else None,
             persistent_workers=loader.persistent_workers if loader is not None else None,
-            pillow_simd=".post" in PIL.__version__,
+            pillow_simd=is_pillow_simd(),
             decodes_images=isinstance(dataset, DatasetFolder),
             epochs=max(1, trainer.current_epoch),
         )
+        for callback in trainer.callbacks:  # the ReportsEfficiencyFacts protocol
+            facts = getattr(callback, "efficiency_facts", None)
+            if callable(facts):
+                observed.update(facts())
+        return RunFacts(**observed)
+
+
+def _memory_text(figures: dict[str, Any], cuda: bool) -> str:
+    per_device = figures.get("peak_memory_mb_per_device") or [figures["peak_memory_mb"]]
+    kind = "CUDA max_memory_allocated" if cuda else "process RSS"
+    if len(per_device) == 1:
+        return f"{per_device[0]:.0f} MiB ({kind})"
+    return f"{max(per_device):.0f} MiB max ({kind}; per device: {', '.join(f'{m:.0f}' for m in per_device)} MiB)"
 
 
 def _first_image_channels_last(batch: Any) -> Optional[bool]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 import os
 import resource
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Protocol
 
 #: Data-wait share of step time at or above which a run is called data-bound.
 DATA_BOUND_SHARE = 0.25
@@ -104,17 +104,30 @@ class StepTimer:
 
 @dataclass
 class Check:
-    """One line of the checklist: ``ok`` is True, False, or None where it does not apply."""
+    """One line of a checklist (the report's practices, the doctor's environment checks).
+
+    Attributes:
+        practice: what is checked, e.g. ``"mixed precision"`` or ``"torch"``.
+        ok: True (done), False (not done: ``advice`` says how), or None (does not apply / information only).
+        detail: what was observed.
+        advice: the concrete fix.
+    """
 
     practice: str
     ok: Optional[bool]
     detail: str
     advice: str = ""
 
-    def line(self) -> str:
-        mark = {True: "[x]", False: "[ ]", None: "[-]"}[self.ok]
+    def line(self, *, info_mark: str = "[-]", advice_unless_ok: bool = False) -> str:
+        """``"[x] practice: detail"``; the advice follows after ``->`` where ``ok`` is False (and, with
+        ``advice_unless_ok``, also where it is None), on its own line in the latter style."""
+        mark = {True: "[x]", False: "[ ]", None: info_mark}[self.ok]
         text = f"{mark} {self.practice}: {self.detail}"
-        return f"{text} -> {self.advice}" if self.advice and self.ok is False else text
+        if not self.advice:
+            return text
+        if advice_unless_ok:
+            return text if self.ok is True else f"{text}\n      -> {self.advice}"
+        return f"{text} -> {self.advice}" if self.ok is False else text
 
 
 @dataclass
@@ -156,7 +169,18 @@ class RunFacts:
     pillow_simd: bool = False
     decodes_images: bool = False
     epochs: int = 1
-    extra: dict = field(default_factory=dict)
+
+
+class ReportsEfficiencyFacts(Protocol):
+    """How a callback tells :class:`~lightning_efficient.EfficiencyReport` what it does (instead of type tests).
+
+    A callback (ours or a user's) that implements ``efficiency_facts`` returns :class:`RunFacts` field values it is
+    responsible for, e.g. ``{"device_augmentation": True}`` (GPUAugmentation) or ``{"lr_per_step": True}``
+    (StepwiseLR); the report applies them over what it observed itself. Unknown keys raise ``TypeError`` when the
+    report builds its :class:`RunFacts`.
+    """
+
+    def efficiency_facts(self) -> Mapping[str, Any]: ...
 
 
 def verdict(data_wait_share: float) -> str:

@@ -48,9 +48,10 @@ class SlowDataset(Dataset):
         return torch.zeros(3, 8, 8), i % 2
 
 
-def _fit(model, loader, report, **kw):
+def _fit(model, loader, report, callbacks_extra=(), **kw):
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report], **kw)
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[*callbacks_extra, report],
+                         **kw)
     trainer.fit(model, loader)
     return trainer
 
@@ -187,3 +188,30 @@ def test_ddp_two_processes_print_one_report(tmp_path):
     # 64 samples / 2 ranks / batch 8 = 4 batches per rank, the first skipped: 3 x 8 samples x 2 ranks counted.
     assert summary == {"steps": 6, "samples": 48, "world_size": 2}
     assert "48 samples" in result.stdout
+
+
+def test_cuda_event_code_path_on_cpu_gives_the_same_verdicts():
+    from lightning_efficient.functional.timing import CudaEventClock, HostEvent
+
+    slow = le.EfficiencyReport(skip_first=1, verbose=False, clock=CudaEventClock(HostEvent))
+    _fit(TinyNet(), DataLoader(SlowDataset(24, 0.04), batch_size=4, num_workers=0), slow)
+    s = slow.summary()
+    assert s["clock"] == "cuda events" and s["verdict"] == "data-bound" and s["steps"] == 5
+    assert len(s["peak_memory_mb_per_device"]) == 1 and s["peak_memory_mb"] > 0
+
+
+def test_on_device_transforms_are_timed_through_the_pipeline_clock():
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randint(0, 256, (32, 3, 32, 32), dtype=torch.uint8, generator=g),
+                         torch.randint(0, 2, (32,), generator=g))
+    report = le.EfficiencyReport(skip_first=1, verbose=False)
+    _fit(TinyNet(), DataLoader(data, batch_size=8), report, callbacks_extra=[le.GPUAugmentation("trivial_augment")])
+    s = report.summary()
+    assert 0 < s["transform_share"] < 1
+    assert {c.practice: c.ok for c in report.checks}["augmentation on the device"] is True
+
+
+@pytest.mark.parametrize("clock", ["sundial", object()])
+def test_a_wrong_clock_is_rejected(clock):
+    with pytest.raises(ValueError, match="clock"):
+        le.EfficiencyReport(clock=clock)
