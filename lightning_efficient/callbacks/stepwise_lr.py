@@ -2,142 +2,119 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning import Callback
-from pytorch_lightning.core.optimizer import LightningOptimizer
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from torch import Tensor
 from torch.optim import Optimizer
-from torch.optim.lr_scheduler import LRScheduler
 
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.functional import schedules as F
 
 __all__ = ["StepwiseLR"]
 
+#: A param group whose LR is within this relative distance of the closed form at the scheduler's epoch is on
+#: schedule (PyTorch's recursive updates and the closed forms agree to ~1e-15); otherwise it was re-based.
+_ON_SCHEDULE_RTOL = 1e-6
 
-class _StepwiseScheduler(LRScheduler):
-    """Stands in for an epoch-interval scheduler in ``trainer.lr_scheduler_configs``; LR set per update.
 
-    ``step()`` is a no-op: Lightning (automatic optimization) or the user (manual optimization) may call it,
-    the callback sets the LRs (:meth:`apply`). So the ``step()`` that ``LRScheduler.__init__`` makes leaves the
-    optimizer's LRs alone. Position in scheduler epochs of the next update of this optimizer::
+def _write_lr(group: dict[str, Any], value: float) -> None:
+    if isinstance(group["lr"], Tensor):  # tensor LRs (e.g. capturable Adam) are updated in place, like PyTorch
+        group["lr"].fill_(value)
+    else:
+        group["lr"] = value
 
-        epoch_offset + (epoch + updates_in_epoch / S) / frequency
 
-    where ``epoch`` is the Trainer's current epoch, ``updates_in_epoch`` counts this optimizer's updates in it
-    and ``S`` is the optimizer steps per epoch. ``updates_in_epoch / S`` is capped at 1 (an epoch longer than
-    ``S`` holds the boundary LR until it ends).
+class _Driven:
+    """One epoch-interval scheduler whose LRs StepwiseLR sets per optimizer step; the scheduler is not modified.
+
+    ``groups`` are the optimizer's param groups when the closed form ``fn`` was built (``fn``'s outputs refer
+    to them, in order); groups added later follow the schedule from their own LR.
     """
 
-    def __init__(self, scheduler: LRScheduler, fn: F.ScheduleFn, frequency: int) -> None:
-        # step() is a no-op, so this keeps the LRs. base_lrs = the groups' "initial_lr", which the scheduler
-        # wrapped here set (SequentialLR / ChainedScheduler: their children).
-        super().__init__(scheduler.optimizer)
+    def __init__(self, index: int, scheduler: Any, fn: F.ScheduleFn, frequency: int) -> None:
+        self.index = index
         self.scheduler = scheduler
+        self.optimizer = scheduler.optimizer
         self.fn = fn
         self.frequency = frequency
-        self.epoch_offset = max(int(getattr(scheduler, "last_epoch", 0)), 0)  # ChainedScheduler has none
-        self.epoch = 0
-        self.updates_in_epoch = 0
-        self.updates = 0
-        self.steps_per_epoch: int | None = None
-        self.last_epoch = self.epoch_offset
-        self.last_lrs = [group["lr"] for group in self.optimizer.param_groups]
-        self._held_warned = False
+        self.groups = list(self.optimizer.param_groups)
+        self.active = True
+        self.held_warned = False
+        self.unstepped_warned = False
+        self.epoch_start: tuple[int, int] | None = None  # (trainer epoch, scheduler epoch) at the last epoch start
 
-    # ---------------------------------------------------------------- called by the callback
-    def position(self, updates_in_epoch: int | None = None) -> float:
-        """Fractional scheduler epoch of update number ``updates_in_epoch`` (default: the next one)."""
-        j = self.updates_in_epoch if updates_in_epoch is None else updates_in_epoch
-        assert self.steps_per_epoch is not None
-        within = min(j / self.steps_per_epoch, 1.0)
-        if self.frequency == 1:
-            return self.epoch_offset + self.epoch + within
-        return self.epoch_offset + (self.epoch + within) / self.frequency
+    @property
+    def name(self) -> str:
+        return f"{type(self.scheduler).__name__} (lr_scheduler {self.index})"
 
-    def apply(self) -> list[float]:
-        """Write the LR of the next update into the param groups (and ``get_last_lr()``)."""
-        lrs = self.fn(self.position())
-        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
-            group["lr"] = lr
-        self.last_lrs = list(lrs)
-        self.last_epoch = math.floor(self.position())
-        return lrs
+    def position(self, trainer_epoch: int, within: float) -> float:
+        """Fractional scheduler epoch: its own counter, plus the part of the ``frequency`` trainer epochs done."""
+        return F.scheduler_epoch(self.scheduler) + ((trainer_epoch % self.frequency) + within) / self.frequency
 
-    def start_epoch(self, epoch: int, steps_per_epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.updates_in_epoch = 0
-        self.steps_per_epoch = steps_per_epoch
+    def lrs(self, current: list[float], pos: float) -> list[float]:
+        """LRs at fractional epoch ``pos`` from the groups' LRs ``current`` at the scheduler's integer epoch."""
+        at_n = self.fn(float(F.scheduler_epoch(self.scheduler)))
+        at_pos = self.fn(pos)
+        out = []
+        for group, lr in zip(self.optimizer.param_groups, current, strict=True):
+            j = next((i for i, g in enumerate(self.groups) if g is group), None)
+            if j is not None and math.isclose(lr, at_n[j], rel_tol=_ON_SCHEDULE_RTOL, abs_tol=1e-15):
+                out.append(at_pos[j])  # on schedule: the closed form itself
+                continue
+            # a group added (e.g. BackboneFinetuning) or re-based since: from its own LR, shaped like the schedule
+            ref = 0 if j is None else j
+            out.append(lr * at_pos[ref] / at_n[ref] if at_n[ref] else lr)
+        return out
 
-    def advance(self) -> None:
-        self.updates += 1
-        self.updates_in_epoch += 1
-        if self.updates_in_epoch > self.steps_per_epoch and not self._held_warned:  # type: ignore[operator]
-            self._held_warned = True
-            rank_zero_warn(
-                f"StepwiseLR: epoch {self.epoch} has more than steps_per_epoch={self.steps_per_epoch} optimizer "
-                "steps; the LR holds at the next epoch's value until the epoch ends. Set "
-                "StepwiseLR(steps_per_epoch=...) to the real number of optimizer steps per epoch."
-            )
 
-    # ---------------------------------------------------------------- LRScheduler API
-    def step(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102 - no-op by design
-        return None
+class _Pending:
+    """An optimizer whose param groups hold per-step LRs (from batch start until its step or the batch end)."""
 
-    def get_lr(self) -> list[float]:
-        return list(self.last_lrs)
-
-    def get_last_lr(self) -> list[float]:
-        return list(self.last_lrs)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "stepwise_lr": 1,
-            "scheduler": self.scheduler.state_dict(),
-            "epoch_offset": self.epoch_offset,
-            "epoch": self.epoch,
-            "updates_in_epoch": self.updates_in_epoch,
-            "updates": self.updates,
-            "frequency": self.frequency,
-        }
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if "stepwise_lr" not in state_dict:
-            # a checkpoint written without StepwiseLR: the original scheduler's state, stepped once per
-            # (frequency) epochs; resume at the start of the epoch it had reached.
-            self.scheduler.load_state_dict(state_dict)
-            self.epoch_offset = 0
-            self.epoch = -1  # start_epoch() resets the in-epoch counter for whatever epoch comes next
-            self.updates_in_epoch = 0
-            return
-        self.scheduler.load_state_dict(state_dict["scheduler"])
-        self.epoch_offset = int(state_dict["epoch_offset"])
-        self.epoch = int(state_dict["epoch"])
-        self.updates_in_epoch = int(state_dict["updates_in_epoch"])
-        self.updates = int(state_dict["updates"])
-        self.frequency = int(state_dict.get("frequency", self.frequency))
-
-    def __repr__(self) -> str:
-        return f"_StepwiseScheduler({type(self.scheduler).__name__}, updates={self.updates})"
+    def __init__(
+        self, optimizer: Optimizer, saved: list[float], snapshots: list[tuple[_Driven, dict[str, Any], int]]
+    ) -> None:
+        self.optimizer = optimizer
+        self.saved = saved  # the schedulers' LRs, written back after the step
+        self.snapshots = snapshots  # (driven, state_dict, scheduler epoch) where a scheduler may step meanwhile
 
 
 class StepwiseLR(Callback):
     r"""Run the LightningModule's epoch-interval LR schedulers at every optimizer step.
 
-    Each scheduler configured with ``"interval": "epoch"`` (Lightning's default) and a known closed form is
-    replaced, in ``on_fit_start``, by a wrapper that sets the LR of every optimizer update from the
-    scheduler's closed form in fractional epochs
-    (:func:`lightning_efficient.functional.schedules.schedule_function`): the update with 0-based index
-    ``k`` uses ``f(k / S)``, where ``S = ceil(trainer.num_training_batches / accumulate_grad_batches)`` is the
-    number of optimizer steps per epoch on this process (after ``limit_train_batches`` and the
-    DistributedSampler). At every epoch boundary ``k = e * S`` the LR equals the LR the unconverted scheduler
-    uses in epoch ``e``; the first update uses ``f(0)``; each param group keeps its own base LR. The wrapper
-    is listed with ``"interval": "step"`` so :class:`~pytorch_lightning.callbacks.LearningRateMonitor` logs
-    the per-step LR, and its ``step()`` does nothing (calling it, as Lightning and manual-optimization code
-    do, is harmless).
+    For each scheduler configured with ``"interval": "epoch"`` (Lightning's default) and a known closed form
+    (:func:`lightning_efficient.functional.schedules.schedule_function`), the callback sets the LR of every
+    optimizer update from the closed form in fractional epochs: the update with 0-based index ``k`` within
+    epoch ``e`` uses ``f(e + k / S)``, where ``S = ceil(trainer.num_training_batches / accumulate_grad_batches)``
+    is the number of optimizer steps per epoch on this process (after ``limit_train_batches`` and the
+    DistributedSampler). ``e`` is the scheduler's own counter (``last_epoch``), so at every epoch boundary the
+    LR equals the LR the plain epoch-wise scheduler uses in that epoch; each param group keeps its own base LR.
+
+    **The scheduler stays yours.** ``trainer.lr_scheduler_configs`` is not modified: Lightning keeps stepping
+    your scheduler once per epoch (its ``last_epoch``, ``state_dict()``, type and attributes stay those of plain
+    Lightning, and ``self.lr_schedulers()`` returns it). The LR of a batch's update is written into the param
+    groups in ``on_train_batch_start`` (so ``training_step`` and ``on_before_optimizer_step`` see it) and the
+    scheduler's own LR written back right after the optimizer step (or at ``on_train_batch_end`` when no step
+    happened). So at ``on_train_batch_end``, at epoch boundaries, in checkpoints and whenever Lightning steps
+    the scheduler, the param groups hold exactly what plain Lightning would. Consequences:
+
+    - **Checkpoints are plain Lightning checkpoints**: one written with StepwiseLR resumes in a Trainer without
+      it (epoch-wise, from the checkpoint's epoch), and the reverse; with -> with resumes (end of epoch or
+      mid-epoch) continue the same per-step LRs.
+    - :class:`~pytorch_lightning.callbacks.LearningRateMonitor` logs the scheduler's LR per epoch, as without
+      the callback (so ``EarlyStopping("lr-SGD")`` still finds it). With ``logging_interval="step"`` it logs
+      the per-step LR when it comes after StepwiseLR in ``callbacks`` (it reads the groups in
+      ``on_train_batch_start``). The LRs of the last update of each optimizer: :attr:`last_lrs`.
+    - **Callbacks that replace a scheduler config** (``StochasticWeightAveraging`` at ``swa_epoch_start``)
+      take over: StepwiseLR only acts on schedulers that are in ``trainer.lr_scheduler_configs`` at that
+      moment (``LearningRateFinder``'s temporary config is left alone and the user's resumes afterwards).
+    - **Param groups added during fit** (``BackboneFinetuning``) follow the schedule from their own LR, as
+      PyTorch's recursive schedulers do; a group whose LR was changed by someone else (re-based) follows the
+      schedule's shape from that LR; removed groups are simply not set.
 
     Supported exactly: ``StepLR``, ``MultiStepLR``, ``ConstantLR``, ``LinearLR``, ``ExponentialLR``,
     ``CosineAnnealingLR``, ``PolynomialLR``, ``CosineAnnealingWarmRestarts``, ``LambdaLR`` (its functions
@@ -151,41 +128,41 @@ class StepwiseLR(Callback):
 
     Details and policies:
 
-    - **Epoch length.** ``S`` is recomputed at every epoch start; the position in epochs is
-      ``current_epoch + (updates this epoch) / S``, so every epoch boundary is exact even if ``S`` changes
-      (e.g. dataloaders reloaded with another length). An epoch longer than ``S`` holds the boundary LR.
+    - **Epoch length.** ``S`` is recomputed at every epoch start; ``k`` is the optimizer-step index within
+      the epoch (``batch_idx // accumulate_grad_batches``), so every epoch boundary is exact even if ``S``
+      changes (e.g. dataloaders reloaded with another length). An epoch longer than ``S`` holds the boundary LR
+      (with a warning).
     - **Gradient accumulation.** One update per ``accumulate_grad_batches`` batches; a partial last window
       is one more update (``ceil``), as Lightning steps the optimizer at the last batch of an epoch.
     - **frequency.** ``"frequency": n`` (scheduler stepped every ``n`` epochs) becomes ``f(k / (n S))``.
-    - **Skipped steps.** The schedule advances on every optimizer-step *attempt*
-      (``on_before_optimizer_step``), including steps the ``16-mixed`` GradScaler skips after an inf/NaN
-      gradient, exactly like ``trainer.global_step``. No scheduler ``step()`` runs, so PyTorch's
-      "``lr_scheduler.step()`` before ``optimizer.step()``" warning cannot occur.
-    - **Manual optimization.** Every scheduler advances once per update of its own optimizer
-      (``on_before_optimizer_step`` is called from ``LightningOptimizer.step``); ``S`` assumes one update per
-      optimizer per batch (``num_training_batches``) unless ``steps_per_epoch`` is given.
-    - **Resuming.** Progress lives in the wrappers, which Lightning saves under ``lr_schedulers`` in the
-      checkpoint and restores after ``on_fit_start``; a run resumed from an end-of-epoch or mid-epoch
-      checkpoint continues the same LR sequence. A checkpoint written without this callback resumes at the
-      start of the epoch its scheduler had reached.
+    - **Skipped steps.** Every optimizer-step *attempt* counts, including steps the ``16-mixed`` GradScaler
+      skips after an inf/NaN gradient, exactly like ``trainer.global_step``. If a skipped step was the last
+      of an epoch, the scheduler's epoch step (which read the per-step LR, as nothing ran after the optimizer)
+      is redone from its saved state, so the scheduler's values stay exactly plain Lightning's.
+    - **Manual optimization.** Lightning does not step schedulers there: step each one yourself once per
+      epoch (``if self.trainer.is_last_batch: sch.step()``), as without the callback. The LR of an update is
+      ``f(last_epoch + j / S)`` with ``j`` the updates of that optimizer so far in the epoch (saved in the
+      callback's state); ``S`` assumes one update per optimizer per batch unless ``steps_per_epoch`` is given.
+      A scheduler not stepped during an epoch gets a warning (its LRs would repeat the same epoch).
     - **Horizon.** A warning when the run is longer than the schedule (``CosineAnnealingLR.T_max``,
       ``PolynomialLR.total_iters``, ...). :class:`~lightning_efficient.functional.schedules.EpochSchedule`
       functions (e.g. ``warmup_cosine(warmup_epochs=5)``) with ``total_epochs=None`` get the run length in
       epochs (fractional if ``max_steps`` ends mid-epoch) through
       :meth:`~lightning_efficient.functional.schedules.EpochSchedule.follow_run`.
-    - **Between updates** the param groups hold the LR of the coming update (PyTorch's convention).
 
     Why per step: measured effect on accuracy in ``benchmarks/results/schedule_accuracy.md``
     (``benchmarks/schedule_accuracy.py``).
 
     Args:
         steps_per_epoch: optimizer steps per epoch (``S``), overriding the one computed from the Trainer.
-            Required for dataloaders without ``__len__`` (``IterableDataset``). ``None``: computed.
-        verbose: log one line per scheduler (what is converted or left alone). Warnings are always shown.
+            Needed for dataloaders without ``__len__`` (``IterableDataset``): without it such a fit warns and
+            leaves the schedulers stepping per epoch, as plain Lightning does. ``None``: computed.
+        verbose: log one line per scheduler (what is driven or left alone). Warnings are always shown.
 
     Raises:
-        ValueError: ``steps_per_epoch`` is not a positive int; in ``on_train_start``, the train dataloader
-            has no length and ``steps_per_epoch`` was not given (before the first optimizer step).
+        ValueError: ``steps_per_epoch`` is not a positive int; resuming
+            from a checkpoint whose scheduler state was written by the StepwiseLR of lightning_efficient 0.1
+            (a ``_StepwiseScheduler`` wrapper).
         TypeError: ``verbose`` is not a bool.
 
     Example::
@@ -213,20 +190,237 @@ class StepwiseLR(Callback):
             raise TypeError(f"StepwiseLR(verbose=...) must be a bool, got {type(verbose).__name__}.")
         self.steps_per_epoch = steps_per_epoch
         self.verbose = verbose
-        self._wrappers: list[_StepwiseScheduler] = []
-        self._by_optimizer: dict[int, list[_StepwiseScheduler]] = {}
         self._current_steps_per_epoch: int | None = None
+        self._reset_run()
+        # manual optimization: {config index: [trainer epoch, updates of its optimizer in that epoch]}
+        self._updates: dict[int, list[int]] = {}
+
+    def _reset_run(self) -> None:
+        """Per-fit runtime state (not pickled; rebuilt in ``on_train_start``)."""
+        self._driven: list[_Driven] = []
+        self._pending: dict[int, _Pending] = {}
+        self._handles: list[Any] = []
+        self._batch_idx = 0
+        self._last_lrs: dict[int, list[float]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_driven", "_pending", "_handles", "_last_lrs"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_run()
 
     # ------------------------------------------------------------------------- hooks
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._wrappers = []
-        self._by_optimizer = {}
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # after the checkpoint restore: the schedulers hold their restored state
+        self._release()
+        self._driven = self._select(trainer)
+        if not self._driven:
+            return
+        if self.steps_per_epoch is None and _unsized(trainer):
+            rank_zero_warn(
+                "StepwiseLR: the train dataloader has no length (e.g. an IterableDataset without __len__), so the "
+                "number of optimizer steps per epoch is unknown; the LR schedulers are left stepping once per epoch, "
+                "as without StepwiseLR. Pass StepwiseLR(steps_per_epoch=N) to run them at every optimizer step."
+            )
+            self._driven = []
+            return
+        steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
+        self._bind_horizons(trainer, steps)
+        for optimizer in {id(d.optimizer): d.optimizer for d in self._driven}.values():
+            self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
+        self._info(f"StepwiseLR: {steps} optimizer steps per epoch.")
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._driven:
+            return
+        self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
+        epoch = trainer.current_epoch
+        for d in self._driven:
+            n = F.scheduler_epoch(d.scheduler)
+            if (
+                not pl_module.automatic_optimization
+                and d.epoch_start is not None
+                and epoch == d.epoch_start[0] + 1
+                and (epoch % d.frequency) == 0
+                and n == d.epoch_start[1]
+                and self._is_active(trainer, d)
+                and not d.unstepped_warned
+            ):
+                d.unstepped_warned = True
+                rank_zero_warn(
+                    f"StepwiseLR: {d.name} was not stepped during epoch {epoch - 1} (manual optimization), so its "
+                    "per-step LRs repeat the same epoch. Step it once per epoch in training_step, e.g. "
+                    "`if self.trainer.is_last_batch: sch.step()`."
+                )
+            d.epoch_start = (epoch, n)
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._batch_idx = batch_idx
+        for optimizer in {id(d.optimizer): d.optimizer for d in self._driven}.values():
+            self._apply(trainer, pl_module, optimizer, advance=False)  # visible to training_step
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
+        # the LightningOptimizer of either Lightning package wraps the torch optimizer as `.optimizer`
+        for raw in (optimizer, getattr(optimizer, "optimizer", None)):
+            if any(d.optimizer is raw for d in self._driven):
+                self._apply(trainer, pl_module, raw, advance=True)  # again: something may have changed it since
+                return
+
+    def _apply(self, trainer: pl.Trainer, pl_module: pl.LightningModule, raw: Optimizer, advance: bool) -> None:
+        """Write the LRs of the coming update of ``raw`` into its param groups (``advance``: it is happening)."""
+        driven = [d for d in self._driven if d.optimizer is raw and self._is_active(trainer, d)]
+        if not driven:
+            return
+        pending = self._pending.get(id(raw))
+        if pending is None:  # the groups hold the schedulers' LRs: keep them to write back after the update
+            snapshots = []
+            if not pl_module.automatic_optimization or trainer.is_last_batch:  # a scheduler may step before that
+                snapshots = [
+                    (d, copy.deepcopy(d.scheduler.state_dict()), F.scheduler_epoch(d.scheduler)) for d in driven
+                ]
+            saved = [float(g["lr"]) for g in raw.param_groups]
+            pending = self._pending[id(raw)] = _Pending(raw, saved, snapshots)
+        steps = self._current_steps_per_epoch or 1
+        lrs = list(pending.saved)
+        for d in driven:
+            k = self._update_index(trainer, pl_module, d, advance)
+            if advance and k >= steps and not d.held_warned:
+                d.held_warned = True
+                rank_zero_warn(
+                    f"StepwiseLR: epoch {trainer.current_epoch} has more than steps_per_epoch={steps} optimizer "
+                    "steps; the LR holds at the next epoch's value until the epoch ends. Set "
+                    "StepwiseLR(steps_per_epoch=...) to the real number of optimizer steps per epoch."
+                )
+            lrs = d.lrs(lrs, d.position(trainer.current_epoch, min(k / steps, 1.0)))
+        for group, lr in zip(raw.param_groups, lrs, strict=True):
+            _write_lr(group, lr)
+        if advance:
+            self._last_lrs[id(raw)] = lrs
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._settle()
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._release()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._release()
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        for state in checkpoint.get("lr_schedulers") or []:
+            if isinstance(state, dict) and "stepwise_lr" in state:
+                raise ValueError(
+                    "StepwiseLR: this checkpoint's scheduler state was written by the StepwiseLR of "
+                    "lightning_efficient 0.1, which replaced your scheduler by a wrapper. Schedulers now stay "
+                    "yours and their state is plain PyTorch: resume it with lightning_efficient 0.1, or start "
+                    "from its weights (ckpt['state_dict']) without ckpt_path."
+                )
+
+    # ------------------------------------------------------------------------- optimizer-step plumbing
+    def _after_optimizer_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
+        """Step post-hook: write the schedulers' LRs back (a skipped step is settled in on_train_batch_end)."""
+        pending = self._pending.pop(id(optimizer), None)
+        if pending is not None:
+            for group, lr in zip(optimizer.param_groups, pending.saved, strict=True):
+                _write_lr(group, lr)
+
+    def _settle(self) -> None:
+        """Write back the LRs of updates that did not happen (accumulation, GradScaler skip, skipped batch), and
+        redo a scheduler step that read the per-step LRs instead of its own."""
+        for pending in self._pending.values():
+            optimizer = pending.optimizer
+            stepped = [(d, state) for d, state, epoch in pending.snapshots if F.scheduler_epoch(d.scheduler) != epoch]
+            for d, state in stepped:
+                d.scheduler.load_state_dict(copy.deepcopy(state))
+            for group, lr in zip(optimizer.param_groups, pending.saved, strict=True):
+                _write_lr(group, lr)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "lr_scheduler.step() before optimizer.step()"
+                for d, _ in stepped:
+                    d.scheduler.step()
+        self._pending.clear()
+
+    def _release(self) -> None:
+        self._settle()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _update_index(self, trainer: pl.Trainer, pl_module: pl.LightningModule, d: _Driven, advance: bool) -> int:
+        """0-based index of the coming update among its optimizer's updates in the current epoch."""
+        if pl_module.automatic_optimization:
+            return self._batch_idx // max(int(trainer.accumulate_grad_batches), 1)
+        epoch, count = self._updates.get(d.index, (trainer.current_epoch, 0))
+        if epoch != trainer.current_epoch:
+            count = 0
+        if advance:
+            self._updates[d.index] = [trainer.current_epoch, count + 1]
+        return count
+
+    def _is_active(self, trainer: pl.Trainer, d: _Driven) -> bool:
+        live = any(config.scheduler is d.scheduler for config in trainer.lr_scheduler_configs)
+        if live != d.active:
+            d.active = live
+            if live:
+                self._info(f"StepwiseLR: {d.name} is back in trainer.lr_scheduler_configs; LR set per step again.")
+            else:
+                self._info(
+                    f"StepwiseLR: {d.name} is no longer in trainer.lr_scheduler_configs (replaced by another "
+                    "callback, e.g. StochasticWeightAveraging); its replacement sets the LRs now."
+                )
+        return live
+
+    # ------------------------------------------------------------------------- state
+    @property
+    def current_steps_per_epoch(self) -> int | None:
+        """S in use: optimizer steps per epoch on this process for the current (or last) epoch; None before
+        ``on_train_start`` or when no scheduler is driven."""
+        return self._current_steps_per_epoch
+
+    @property
+    def schedulers(self) -> list[Any]:
+        """The user's schedulers whose LRs this callback sets per step (the objects themselves; empty before
+        ``on_train_start``)."""
+        return [d.scheduler for d in self._driven]
+
+    @property
+    def last_lrs(self) -> list[list[float]]:
+        """LRs (floats, one per param group) of the last update of each optimizer in :attr:`schedulers`' order;
+        ``[]`` for an optimizer not updated yet. After an update the param groups hold the schedulers' LRs."""
+        return [list(self._last_lrs.get(id(d.optimizer), [])) for d in self._driven]
+
+    def efficiency_facts(self) -> dict[str, Any]:
+        """For :class:`~lightning_efficient.EfficiencyReport`: every driven scheduler sets the LR per optimizer step."""
+        return {"lr_per_step": True} if self._driven else {}
+
+    def state_dict(self) -> dict[str, Any]:
+        # The schedulers' own progress is in their state (saved by Lightning under "lr_schedulers").
+        updates = {index: list(counter) for index, counter in self._updates.items()}
+        return {"steps_per_epoch": self.steps_per_epoch, "updates_in_epoch": updates}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.steps_per_epoch is None:
+            self.steps_per_epoch = state_dict.get("steps_per_epoch")
+        self._updates = {int(k): list(v) for k, v in (state_dict.get("updates_in_epoch") or {}).items()}
+
+    # ------------------------------------------------------------------------- helpers
+    def _select(self, trainer: pl.Trainer) -> list[_Driven]:
+        driven = []
         for index, config in enumerate(trainer.lr_scheduler_configs):
             scheduler = config.scheduler
             name = f"{type(scheduler).__name__} (lr_scheduler {index})"
-            if isinstance(scheduler, _StepwiseScheduler):
-                self._track(scheduler)
-                continue
             if config.interval != "epoch":
                 self._info(f"StepwiseLR: {name} already runs at interval={config.interval!r}; left as it is.")
                 continue
@@ -238,89 +432,27 @@ class StepwiseLR(Callback):
             except F.UnsupportedSchedulerError as err:
                 rank_zero_warn(f"StepwiseLR: {name} left as it is (stepped per epoch): {err}")
                 continue
-            wrapper = _StepwiseScheduler(scheduler, fn, frequency=int(config.frequency))
-            config.scheduler = wrapper
-            config.interval = "step"
-            config.frequency = 1
-            self._track(wrapper)
-            per = "" if wrapper.frequency == 1 else f" (stepped every {wrapper.frequency} epochs)"
+            try:
+                F.scheduler_epoch(scheduler)
+            except TypeError as err:
+                rank_zero_warn(f"StepwiseLR: {name} left as it is (stepped per epoch): {err}")
+                continue
+            d = _Driven(index, scheduler, fn, frequency=int(config.frequency))
+            driven.append(d)
+            per = "" if d.frequency == 1 else f" (stepped every {d.frequency} epochs)"
             self._info(f"StepwiseLR: {name}{per} LR now set at every optimizer step from its "
                        "schedule in fractional epochs.")
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not self._wrappers:
-            return
-        steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
-        self._bind_horizons(trainer, steps)
-        for wrapper in self._wrappers:
-            wrapper.start_epoch(trainer.current_epoch, steps)
-            wrapper.apply()
-        self._info(f"StepwiseLR: {steps} optimizer steps per epoch.")
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not self._wrappers:
-            return
-        steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
-        for wrapper in self._wrappers:
-            wrapper.start_epoch(trainer.current_epoch, steps)
-            wrapper.apply()
-
-    @property
-    def current_steps_per_epoch(self) -> int | None:
-        """S in use: optimizer steps per epoch on this process for the current (or last) epoch; None before
-        ``on_train_start`` or when no scheduler was converted."""
-        return self._current_steps_per_epoch
-
-    def on_before_optimizer_step(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
-    ) -> None:
-        raw = optimizer.optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
-        for wrapper in self._by_optimizer.get(id(raw), ()):
-            wrapper.apply()  # the LR of this update (again: something may have changed it since)
-            wrapper.advance()
-
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        for wrapper in self._wrappers:
-            wrapper.apply()  # LR of the next update, visible to anyone reading param_groups until then
-
-    # ------------------------------------------------------------------------- state
-    def efficiency_facts(self) -> dict[str, Any]:
-        """For :class:`~lightning_efficient.EfficiencyReport`: every converted scheduler steps per optimizer step."""
-        return {"lr_per_step": True} if self._wrappers else {}
-
-    def state_dict(self) -> dict[str, Any]:
-        # Per-scheduler progress is in the wrappers (saved by Lightning under "lr_schedulers").
-        return {"steps_per_epoch": self.steps_per_epoch}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if self.steps_per_epoch is None:
-            self.steps_per_epoch = state_dict.get("steps_per_epoch")
-
-    # ------------------------------------------------------------------------- helpers
-    @property
-    def schedulers(self) -> list[_StepwiseScheduler]:
-        """The wrappers installed by this callback (empty before ``on_fit_start``)."""
-        return list(self._wrappers)
-
-    def _track(self, wrapper: _StepwiseScheduler) -> None:
-        self._wrappers.append(wrapper)
-        self._by_optimizer.setdefault(id(wrapper.optimizer), []).append(wrapper)
+        return driven
 
     def _info(self, message: str) -> None:
         if self.verbose:
             rank_zero_info(message)
 
     def _compute_steps_per_epoch(self, trainer: pl.Trainer) -> int:
+        """``steps_per_epoch``, or ``ceil(num_training_batches / accumulate_grad_batches)`` (the loader is sized)."""
         if self.steps_per_epoch is not None:
             return self.steps_per_epoch
         batches = trainer.num_training_batches
-        if batches == float("inf") or batches is None:
-            raise ValueError(
-                "StepwiseLR: the train dataloader has no length (e.g. an IterableDataset without __len__), so "
-                "the number of optimizer steps per epoch is unknown. Pass StepwiseLR(steps_per_epoch=N)."
-            )
         accumulate = max(int(trainer.accumulate_grad_batches), 1)
         # 0 batches (limit_train_batches=0): no update will happen, any S > 0 will do
         return max(math.ceil(int(batches) / accumulate), 1)
@@ -338,11 +470,13 @@ class StepwiseLR(Callback):
 
     def _bind_horizons(self, trainer: pl.Trainer, steps: int) -> None:
         run = self._run_epochs(trainer, steps)
-        for wrapper in self._wrappers:
-            run_sched = None if run is None else wrapper.epoch_offset + run / wrapper.frequency
+        epoch = trainer.current_epoch
+        for d in self._driven:
+            # the run's end in scheduler epochs, from where the scheduler is at the start of this trainer epoch
+            run_sched = None if run is None else d.position(epoch, 0.0) + (run - epoch) / d.frequency
             # Bind an open horizon, and re-bind one bound by an earlier fit (a schedule object reused for a
             # run of another length follows the new length).
-            for schedule in F.epoch_schedules(wrapper.scheduler):
+            for schedule in F.epoch_schedules(d.scheduler):
                 if not schedule.follows_run:
                     continue
                 if run_sched is None:
@@ -352,12 +486,18 @@ class StepwiseLR(Callback):
                     )
                 schedule.follow_run(run_sched)
                 self._info(f"StepwiseLR: {type(schedule).__name__} horizon set to {run_sched:g} epochs.")
-            horizon = F.schedule_horizon(wrapper.scheduler)
+            horizon = F.schedule_horizon(d.scheduler)
             if horizon is not None and run_sched is not None and run_sched > horizon + 1e-9:
-                at_end = wrapper.fn(horizon)[0]
-                last = wrapper.fn(run_sched)[0]
+                at_end = d.fn(horizon)[0]
+                last = d.fn(run_sched)[0]
                 rank_zero_warn(
-                    f"StepwiseLR: the {type(wrapper.scheduler).__name__} schedule ends at epoch {horizon:g} but the "
+                    f"StepwiseLR: the {type(d.scheduler).__name__} schedule ends at epoch {horizon:g} but the "
                     f"run lasts {run_sched:g} epochs (LR of param group 0: {at_end:.4g} at its end, {last:.4g} at "
                     "the end of the run). Lengthen the schedule or shorten the run."
                 )
+
+
+def _unsized(trainer: pl.Trainer) -> bool:
+    """Whether the Trainer cannot know its training batches per epoch (a dataloader without ``__len__``)."""
+    batches = trainer.num_training_batches
+    return batches is None or batches == float("inf")

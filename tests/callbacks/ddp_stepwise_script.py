@@ -44,7 +44,7 @@ class Save(pl.Callback):
         self.out = Path(out)
 
     def on_train_end(self, trainer, pl_module):
-        steps = trainer.callbacks[0].schedulers[0].steps_per_epoch
+        steps = trainer.callbacks[0].current_steps_per_epoch
         torch.save({"lrs": pl_module.used_lrs, "steps_per_epoch": steps}, self.out / f"rank{trainer.global_rank}.pt")
 
 

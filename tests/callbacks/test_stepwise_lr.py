@@ -15,27 +15,19 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from torch import nn
+from trainer_helpers import TRAINER_KW
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from lightning_efficient.callbacks.stepwise_lr import StepwiseLR, _StepwiseScheduler
+from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.functional import schedules as F
 
 LRS = (0.4, 0.1)  # two param groups with different base LRs
 
 
 def trainer_kwargs(**overrides):
-    kwargs = dict(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-    )
-    kwargs.update(overrides)
-    return kwargs
+    # log_every_n_steps=1: the runs here are shorter than Lightning's default logging interval (its warning)
+    return {**TRAINER_KW, "num_sanity_val_steps": 0, "log_every_n_steps": 1, **overrides}
 
 
 def make_optimizer(module: nn.Module | None = None, lrs=LRS):
@@ -118,9 +110,10 @@ def test_cosine_per_step_matches_epoch_boundaries_and_param_groups():
     # each group follows its own base LR: lr - eta_min scales with base - eta_min
     for a, b in model.used_lrs:
         assert (a - 0.01) / (0.4 - 0.01) == pytest.approx((b - 0.01) / (0.1 - 0.01), rel=1e-9)
-    config = trainer.lr_scheduler_configs[0]
-    assert isinstance(config.scheduler, _StepwiseScheduler) and config.interval == "step"
-    assert config.scheduler.updates == 15 == trainer.global_step
+    config = trainer.lr_scheduler_configs[0]  # the user's scheduler, stepped per epoch by Lightning
+    assert type(config.scheduler) is L.CosineAnnealingLR and config.interval == "epoch"
+    assert config.scheduler.last_epoch == 3 and trainer.global_step == 15
+    assert config.scheduler.get_last_lr() == pytest.approx(F.epochwise_lrs(cosine3(make_optimizer()), 4)[3])
 
 
 def test_sequential_warmup_cosine():
@@ -195,23 +188,28 @@ def test_frequency_two_epochs_per_scheduler_epoch():
     assert [lr[0] for lr in model.used_lrs] == pytest.approx([0.4] * 4 + [0.2] * 4)
 
 
-def test_learning_rate_monitor_logs_per_step_lr(tmp_path):
+@pytest.mark.parametrize("monitor_first", [True, False])
+def test_learning_rate_monitor_logs_the_schedulers_epoch_lr(tmp_path, monitor_first):
+    """LearningRateMonitor sees the param groups between updates: the scheduler's LR, once per epoch, as plain."""
+    import csv
+
     from pytorch_lightning.loggers import CSVLogger
 
     model = Net(cosine3, num_batches=3)
+    cb = StepwiseLR()
     trainer = fit(
         model,
-        callbacks=[StepwiseLR(), LearningRateMonitor()],
+        callbacks=[LearningRateMonitor(), cb] if monitor_first else [cb, LearningRateMonitor()],
         max_epochs=3,
         logger=CSVLogger(tmp_path, name="lr"),
         log_every_n_steps=1,
     )
-    import csv
-
     rows = list(csv.DictReader(open(Path(trainer.logger.log_dir) / "metrics.csv")))
     logged = {int(r["step"]): float(r["lr-SGD/pg1"]) for r in rows if r.get("lr-SGD/pg1")}
-    assert sorted(logged) == list(range(9))
-    assert [logged[k] for k in range(9)] == pytest.approx([lr[0] for lr in model.used_lrs], rel=1e-9)
+    assert sorted(logged) == [0, 3, 6]  # once per epoch, at its start
+    real = F.epochwise_lrs(cosine3(make_optimizer()), 3)
+    assert [logged[k] for k in (0, 3, 6)] == pytest.approx([lrs[0] for lrs in real], rel=1e-12)
+    assert cb.last_lrs == [pytest.approx(model.used_lrs[-1], rel=1e-12)]  # the per-step LR of the last update
 
 
 # --------------------------------------------------------------------------------- resume
@@ -235,10 +233,9 @@ def test_resume_gives_identical_lr_sequence(tmp_path, where):
     ckpt = tmp_path / f"step={every}.ckpt"
     state = torch.load(ckpt, weights_only=False)
     assert state["global_step"] == every
-    wrapper_state = state["lr_schedulers"][0]
-    assert (wrapper_state["updates"], wrapper_state["epoch"], wrapper_state["updates_in_epoch"]) == (
-        every, epoch, in_epoch
-    )
+    scheduler_state = state["lr_schedulers"][0]  # the plain SequentialLR state: stepped once, after epoch 0
+    assert scheduler_state["last_epoch"] == 1 and "stepwise_lr" not in scheduler_state
+    assert state["epoch"] == epoch and every - epoch * 5 == in_epoch
 
     resumed = Net(warmup_then_cosine, num_batches=5)
     trainer = pl.Trainer(callbacks=[StepwiseLR()], **trainer_kwargs(max_epochs=3))
@@ -261,19 +258,12 @@ def test_resume_from_checkpoint_written_without_callback(tmp_path):
 
 def test_state_dicts_round_trip():
     cb = StepwiseLR(steps_per_epoch=6)
+    cb._updates = {1: [2, 5]}  # manual optimization: 5 updates of config 1's optimizer in epoch 2
     other = StepwiseLR()
     other.load_state_dict(cb.state_dict())
-    assert other.steps_per_epoch == 6
-    opt = make_optimizer()
-    wrapper = _StepwiseScheduler(L.ExponentialLR(opt, 0.5), F.schedule_function(L.ExponentialLR(opt, 0.5)), 1)
-    wrapper.start_epoch(0, 4)
-    for _ in range(3):
-        wrapper.advance()
-    clone = _StepwiseScheduler(L.ExponentialLR(make_optimizer(), 0.5), wrapper.fn, 1)
-    clone.load_state_dict(wrapper.state_dict())
-    clone.start_epoch(0, 4)  # S comes from the Trainer in on_train_start, the same epoch keeps the counter
-    assert clone.updates == 3 and clone.updates_in_epoch == 3 and clone.position() == wrapper.position() == 0.75
-    assert clone.apply() == pytest.approx([0.4 * 0.5**0.75, 0.1 * 0.5**0.75])
+    assert other.steps_per_epoch == 6 and other.state_dict() == cb.state_dict()
+    assert StepwiseLR(steps_per_epoch=3).load_state_dict(cb.state_dict()) is None  # the given S wins
+    assert pickle.loads(pickle.dumps(cb)).state_dict() == cb.state_dict()
 
 
 # ------------------------------------------------------------------------ special trainer setups
@@ -294,11 +284,13 @@ class UnsizedNet(Net):
         return DataLoader(_Unsized(self.num_batches * 2), batch_size=2)
 
 
-def test_iterable_dataset_needs_steps_per_epoch():
+def test_iterable_dataset_without_steps_per_epoch_warns_and_trains_per_epoch_like_plain_lightning():
+    plain = UnsizedNet(cosine3, num_batches=4)
+    fit(plain, callbacks=[], max_epochs=3)
     model = UnsizedNet(cosine3, num_batches=4)
-    with pytest.raises(ValueError, match="steps_per_epoch"):
-        fit(model, max_epochs=2)
-    assert model.used_lrs == []  # raised before the first optimizer step
+    with pytest.warns(UserWarning, match=r"StepwiseLR\(steps_per_epoch=N\)"):
+        fit(model, max_epochs=3)
+    assert model.used_lrs == plain.used_lrs and len(plain.used_lrs) == 12  # per epoch, as without the callback
     model = UnsizedNet(cosine3, num_batches=4)
     fit(model, callbacks=[StepwiseLR(steps_per_epoch=4)], max_epochs=3)
     assert_lrs(model.used_lrs, expected(cosine3, 4, 12))
@@ -324,7 +316,7 @@ class TwoOptimizers(pl.LightningModule):
             opt.step()
         if self.trainer.is_last_batch:
             for sch in self.lr_schedulers():
-                sch.step()  # the usual manual-optimization pattern; a no-op under StepwiseLR
+                sch.step()  # the usual manual-optimization pattern: the user steps the real schedulers
 
     def configure_optimizers(self):
         oa = torch.optim.SGD(self.a.parameters(), lr=0.2)
@@ -345,36 +337,51 @@ def test_manual_optimization_two_optimizers():
     # b: its own counter advances once per update of b (2 per epoch); position = epoch + j / S
     want_b = [0.1 * (1 + math.cos(math.pi * e / 4)) / 2 for e in (0, 0.25, 1, 1.25)]
     assert model.used[1] == pytest.approx(want_b)
+    # the user's schedulers are the real ones, stepped by the user once per epoch, with plain values
+    sa, sb = model.lr_schedulers()
+    assert type(sa) is L.ExponentialLR and sa.last_epoch == 2 == sb.last_epoch
+    assert sa.get_last_lr() == pytest.approx([0.05]) and sb.get_last_lr() == pytest.approx([0.05])
 
 
-def test_grad_scaler_skipped_steps_advance_schedule_without_warning():
-    """Real ``16-mixed`` with a GradScaler on CPU (fp16 autocast); policy: skipped steps advance the schedule."""
+@pytest.mark.parametrize("init_scale", [2.0**19, 2.0**17])
+def test_grad_scaler_skipped_steps_advance_schedule_and_leave_the_scheduler_plain(init_scale):
+    """Real ``16-mixed`` with a GradScaler on CPU (fp16 autocast); policy: skipped steps advance the schedule.
+
+    When the last step of an epoch is skipped, Lightning's epoch step of the scheduler reads the per-step LR
+    (no post-step hook ran); the callback redoes that step, so the scheduler ends exactly where plain's does.
+    """
     from pytorch_lightning.plugins.precision import MixedPrecision
 
     class Counting(Net):
-        real_steps = 0
-
         def on_train_start(self):
-            def count(*args):
-                self.real_steps += 1
-
-            self.trainer.optimizers[0].register_step_post_hook(count)
+            self.real_steps = []
+            self.trainer.optimizers[0].register_step_post_hook(lambda *a: self.real_steps.append(self.global_step))
 
     def exp(opt):
         return L.ExponentialLR(opt, 0.5)
 
-    model = Counting(exp, num_batches=4)
-    # a large initial scale makes the first fp16 backward passes overflow: the GradScaler skips those steps
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**19)
-    precision = MixedPrecision("16-mixed", "cpu", scaler=scaler)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer = pl.Trainer(callbacks=[StepwiseLR()], plugins=[precision], **trainer_kwargs(max_epochs=2))
-        trainer.fit(model)
-    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
-    assert 0 < model.real_steps < 8  # some steps skipped, some taken
-    assert trainer.global_step == 8
-    assert_lrs(model.used_lrs, expected(exp, 4, 8))  # skipped attempts advance the schedule too
+    def run(callbacks):
+        model = Counting(exp, num_batches=4)
+        # a large initial scale makes the first fp16 backward passes overflow: the GradScaler skips those steps
+        precision = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu", init_scale=init_scale))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer = pl.Trainer(callbacks=callbacks, plugins=[precision], **trainer_kwargs(max_epochs=3))
+            trainer.fit(model)
+        return model, trainer, sorted({str(w.message) for w in caught if "lr_scheduler.step()" in str(w.message)})
+
+    plain, plain_trainer, plain_warnings = run([])
+    model, trainer, caught = run([StepwiseLR()])
+    for run_model, run_warnings in ((plain, plain_warnings), (model, caught)):
+        # PyTorch's own warning comes exactly when the whole first epoch was skipped, with or without StepwiseLR
+        assert bool(run_warnings) == (min(run_model.real_steps) >= 4)
+    assert 0 < len(model.real_steps) < 12  # some skipped, some taken (not the same as plain's: other LRs)
+    assert {3, 7} - set(model.real_steps)  # the last step of an epoch was skipped: the redo was needed
+    assert trainer.global_step == 12
+    assert_lrs(model.used_lrs, expected(exp, 4, 12))  # skipped attempts advance the schedule too
+    scheduler = trainer.lr_scheduler_configs[0].scheduler
+    assert scheduler.get_last_lr() == plain_trainer.lr_scheduler_configs[0].scheduler.get_last_lr()
+    assert scheduler.last_epoch == 3
 
 
 # ----------------------------------------------------------------- what is converted / left alone
@@ -411,8 +418,10 @@ def test_left_alone_schedulers_and_messages():
     messages = " ".join(str(w.message) for w in record)
     assert "OneCycleLR" in messages and "MyLR" in messages and "register_schedule" in messages
     kinds = [type(c.scheduler).__name__ for c in trainer.lr_scheduler_configs]
-    assert kinds == ["OneCycleLR", "ExponentialLR", "MyLR", "_StepwiseScheduler"]
-    assert trainer.lr_scheduler_configs[1].interval == "step"
+    assert kinds == ["OneCycleLR", "ExponentialLR", "MyLR", "ExponentialLR"]  # configs are never replaced
+    assert [c.interval for c in trainer.lr_scheduler_configs] == ["epoch", "step", "epoch", "epoch"]
+    driven = [cb for cb in trainer.callbacks if isinstance(cb, StepwiseLR)][0].schedulers
+    assert len(driven) == 1 and driven[0] is trainer.lr_scheduler_configs[3].scheduler
 
 
 def test_horizon_warning_and_warmup_cosine_follows_trainer():
@@ -424,7 +433,7 @@ def test_horizon_warning_and_warmup_cosine_follows_trainer():
 
     model = Net(warm, num_batches=4)
     trainer = fit(model, max_epochs=3)
-    fn = trainer.lr_scheduler_configs[0].scheduler.scheduler.lr_lambdas[0]
+    fn = trainer.lr_scheduler_configs[0].scheduler.lr_lambdas[0]
     assert fn.total_epochs == 3
     lrs = [lr[0] for lr in model.used_lrs]
     assert lrs[:5] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
@@ -475,27 +484,6 @@ def test_reused_warmup_cosine_follows_each_fit_and_s_is_public():
     assert StepwiseLR().current_steps_per_epoch is None
 
 
-def test_wrapper_is_a_real_lr_scheduler_that_keeps_the_lrs():
-    """The wrapper goes through LRScheduler.__init__ without touching the LRs, and pickles with its fn."""
-    opt = make_optimizer()
-    sched = L.StepLR(opt, step_size=1, gamma=0.5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        sched.step()  # epoch 1: LRs halved
-    wrapper = _StepwiseScheduler(sched, F.schedule_function(sched), 1)
-    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.2, 0.05])
-    assert wrapper.get_last_lr() == pytest.approx([0.2, 0.05]) and wrapper.epoch_offset == 1
-    assert wrapper.base_lrs == pytest.approx(list(LRS))
-    wrapper.step()  # a no-op
-    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.2, 0.05])
-    wrapper.start_epoch(0, 2)
-    assert wrapper.apply() == pytest.approx([0.2, 0.05])
-    wrapper.advance()
-    assert wrapper.apply() == pytest.approx([0.2, 0.05])  # StepLR holds within the epoch
-    clone = pickle.loads(pickle.dumps(wrapper))
-    assert clone.fn(2.0) == wrapper.fn(2.0) and clone.updates == 1
-
-
 def test_trainer_with_converted_schedulers_pickles(tmp_path):
     """torch.save of the Trainer's scheduler configs after a fit (the schedule functions are not closures)."""
 
@@ -503,7 +491,9 @@ def test_trainer_with_converted_schedulers_pickles(tmp_path):
         return L.SequentialLR(opt, [L.LambdaLR(opt, F.warmup_cosine(1)), L.ExponentialLR(opt, 0.5)], [2])
 
     trainer = fit(Net(warm, num_batches=2), max_epochs=2)
-    wrapper = trainer.lr_scheduler_configs[0].scheduler
+    scheduler = trainer.lr_scheduler_configs[0].scheduler
     torch.save(trainer.lr_scheduler_configs, tmp_path / "configs.pt")
     loaded = torch.load(tmp_path / "configs.pt", weights_only=False)
-    assert loaded[0].scheduler.fn(1.5) == pytest.approx(wrapper.fn(1.5))
+    assert type(loaded[0].scheduler) is L.SequentialLR and loaded[0].scheduler.last_epoch == 2
+    fn = F.schedule_function(scheduler)
+    assert pickle.loads(pickle.dumps(fn))(1.5) == pytest.approx(fn(1.5))

@@ -427,7 +427,23 @@ def test_public_names_still_importable():
         register_schedule,
         schedule_function,
         schedule_horizon,
+        scheduler_epoch,
         stepwise_lrs,
         unregister_schedule,
         warmup_cosine,
     )
+
+
+@pytest.mark.parametrize("name", sorted(PICKLED))
+def test_scheduler_epoch_counts_steps_and_locates_the_closed_form(name):
+    """``scheduler_epoch`` is the integer epoch ``n`` with ``fn(n)`` = the scheduler's LRs (ChainedScheduler too)."""
+    scheduler = PICKLED[name](make_optimizer())
+    fn = F.schedule_function(scheduler)
+    for n in range(5):
+        assert F.scheduler_epoch(scheduler) == n
+        assert fn(float(n)) == pytest.approx(scheduler.get_last_lr(), rel=1e-9, abs=1e-12)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            scheduler.step()
+    with pytest.raises(TypeError, match="last_epoch"):
+        F.scheduler_epoch(object())

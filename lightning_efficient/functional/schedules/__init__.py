@@ -25,7 +25,8 @@ Modules (one concept each):
 - :mod:`.composites`: ``SequentialLR`` and ``ChainedScheduler``;
 - :mod:`.torch_internals`: the only module that reads private attributes of PyTorch schedulers;
 - :mod:`.epoch_schedule`: :class:`EpochSchedule`, :class:`warmup_cosine`, :func:`epoch_schedules`;
-- :mod:`.evaluate`: :func:`lr_at`, :func:`stepwise_lrs`, :func:`epochwise_lrs`, :func:`schedule_horizon`;
+- :mod:`.evaluate`: :func:`lr_at`, :func:`stepwise_lrs`, :func:`epochwise_lrs`, :func:`schedule_horizon`,
+  :func:`scheduler_epoch`;
 - :mod:`.plot`: :func:`plot_schedule`.
 
 The property "equal at every epoch boundary, and equal to PyTorch's closed form in between" is checked
@@ -44,7 +45,13 @@ follow the Trainer (:meth:`EpochSchedule.follow_run`). Plotting: :func:`plot_sch
 # Importing the converter modules registers PyTorch's classes.
 from lightning_efficient.functional.schedules import composites, lambdas, simple  # noqa: F401
 from lightning_efficient.functional.schedules.epoch_schedule import EpochSchedule, epoch_schedules, warmup_cosine
-from lightning_efficient.functional.schedules.evaluate import epochwise_lrs, lr_at, schedule_horizon, stepwise_lrs
+from lightning_efficient.functional.schedules.evaluate import (
+    epochwise_lrs,
+    lr_at,
+    schedule_horizon,
+    scheduler_epoch,
+    stepwise_lrs,
+)
 from lightning_efficient.functional.schedules.plot import plot_schedule
 from lightning_efficient.functional.schedules.registry import (
     Converter,
@@ -69,6 +76,7 @@ __all__ = [
     "register_schedule",
     "schedule_function",
     "schedule_horizon",
+    "scheduler_epoch",
     "stepwise_lrs",
     "unregister_schedule",
     "warmup_cosine",

@@ -16,7 +16,15 @@ from lightning_efficient.functional.schedules import torch_internals
 from lightning_efficient.functional.schedules.epoch_schedule import EpochSchedule
 from lightning_efficient.functional.schedules.registry import schedule_function
 
-__all__ = ["check_count", "check_epoch", "epochwise_lrs", "lr_at", "schedule_horizon", "stepwise_lrs"]
+__all__ = [
+    "check_count",
+    "check_epoch",
+    "epochwise_lrs",
+    "lr_at",
+    "schedule_horizon",
+    "scheduler_epoch",
+    "stepwise_lrs",
+]
 
 
 def check_epoch(epoch: float) -> None:
@@ -122,3 +130,21 @@ def schedule_horizon(scheduler: Any) -> float | None:
         ends = [h for h in (schedule_horizon(s) for s in children) if h is not None]
         return min(ends) if ends else None
     return None
+
+
+def scheduler_epoch(scheduler: Any) -> int:
+    """The scheduler's own epoch counter: how many times ``step()`` ran since construction (``last_epoch``).
+
+    This is the integer epoch ``e`` at which the scheduler's current LRs equal ``schedule_function(scheduler)(e)``.
+    ``ChainedScheduler`` keeps no counter of its own: the one of its first child (all children step together).
+
+    Raises:
+        TypeError: ``scheduler`` has no ``last_epoch`` and is not a ``ChainedScheduler`` with one in its children.
+    """
+    epoch = getattr(scheduler, "last_epoch", None)
+    if epoch is None and isinstance(scheduler, _sched.ChainedScheduler):
+        children = torch_internals.child_schedulers(scheduler)
+        return scheduler_epoch(children[0]) if children else 0
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or not float(epoch).is_integer():
+        raise TypeError(f"{type(scheduler).__name__} has no integer last_epoch; it is not an epoch scheduler.")
+    return max(int(epoch), 0)
