@@ -6,12 +6,19 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning import Callback
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.pipeline import add_stage
-from lightning_efficient.functional.augment import build_augmentation, normalize, preview, to_float
+from lightning_efficient.functional.augment import (
+    build_augmentation,
+    check_normalization_stats,
+    normalize,
+    preview,
+    to_float,
+    unit_range_problem,
+)
 from lightning_efficient.functional.batch import get_entry, replace_entry
 
 __all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD", "precision_input_dtype"]
@@ -73,7 +80,7 @@ class GPUAugmentation(Callback):
 
     1. **every stage** (train, validation, test, predict, sanity check): the image tensor ``[B, C, H, W]`` is
        converted to float32 in ``[0, 1]`` (``uint8`` is divided by 255; float input is taken as already in
-       ``[0, 1]``);
+       ``[0, 1]``: the first batch after ``setup`` is checked, see *Warns*);
     2. **training batches only** (``trainer.training and not trainer.sanity_checking``): the augmentation runs,
        with random parameters drawn per image;
     3. **every stage**: optional normalisation ``(x - mean) / std`` and a cast to the dtype the Trainer's precision
@@ -83,6 +90,9 @@ class GPUAugmentation(Callback):
 
     Steps 1 and 3 run for validation/test/predict too, so a model trained on normalised floats is never fed raw
     ``uint8`` at evaluation. Do not normalise in the dataset as well.
+
+    Augmentation runs in float32 whatever the precision (the cast of step 3 comes last), so the same draws give
+    the same geometry and values under every ``precision=``, and masks stay aligned with their images.
 
     Built-in presets (``lightning_efficient.functional.augment``) draw parameters per sample and apply all
     geometric operations of a batch in one Kornia ``warp_affine``:
@@ -108,13 +118,18 @@ class GPUAugmentation(Callback):
 
     Args:
         augmentation: preset name (see above), callable / ``nn.Module``, or ``None`` to only convert and normalise.
-        mean: per-channel means in ``[0, 1]`` units, e.g. :data:`IMAGENET_MEAN`; ``None`` skips normalisation.
-        std: per-channel standard deviations in ``[0, 1]`` units; given together with ``mean``.
+        mean: per-channel means in ``[0, 1]`` units (each in ``[0, 1]``), e.g. :data:`IMAGENET_MEAN`; ``None``
+            skips normalisation.
+        std: per-channel standard deviations in ``[0, 1]`` units (each in ``(0, 1]``), e.g.
+            :data:`IMAGENET_STD`; given together with ``mean``.
         image_key: where the image tensor is in a batch: an index for tuple/list batches (default ``0``, as in
             ``(images, targets)``), a key for dict batches (e.g. ``"image"``). A bare tensor batch is the image.
-        mask_key: index/key of optional segmentation masks ``[B, H, W]`` or ``[B, K, H, W]`` (any dtype). They get the
-            same geometric transform with nearest interpolation, keep dtype and label values, and are not
-            normalised.
+        mask_key: index/key of optional segmentation masks ``[B, H, W]`` or ``[B, K, H, W]`` (any dtype: integer,
+            ``bool`` or floating). They get the same geometric transform with nearest interpolation and are not
+            normalised; they leave the callback with the shape (up to a preset's ``size=``) and dtype they came
+            in with in every stage, whatever augments them: a custom callable's ``[B, 1, H, W]`` answer to
+            ``[B, H, W]`` masks (Kornia's ``AugmentationSequential``, kornia#4750) is squeezed back, float answers
+            to integer labels are rounded back (:func:`~lightning_efficient.functional.augment.restore_masks`).
         seed: base seed of the callback's generator; ``None`` derives it from ``torch.initial_seed()``.
         log_images: log a grid of the first augmented training batch (up to 16 images, before normalisation)
             to the Trainer's logger at the first training step (TensorBoard ``add_image``; other loggers: skipped
@@ -124,9 +139,19 @@ class GPUAugmentation(Callback):
 
     Raises:
         ValueError: unknown preset or preset option, ``mean`` without ``std`` (or vice versa), non-positive ``std``,
-            or at run time a batch without an image tensor at ``image_key`` or with a channel count that does not
-            match ``mean``/``std``.
+            ``mean``/``std`` in 0-255 units (a mean outside ``[0, 1]`` or a std above 1; the message gives the
+            values divided by 255), or at run time a batch without an image tensor at ``image_key``, with a
+            channel count that does not match ``mean``/``std``, or masks a custom callable returned in a layout
+            that cannot be mapped back (other batch size, channel count or spatial size than its images).
         TypeError: ``augmentation`` neither a string nor callable; images not ``uint8``/floating.
+
+    Warns:
+        UserWarning, once per ``setup``, when the first batch holds float images clearly outside ``[0, 1]``
+        (beyond :data:`~lightning_efficient.functional.augment.convert.UNIT_RANGE_TOLERANCE`): images the
+        dataset normalised already (they would be normalised twice, and the augmentations clamp to ``[0, 1]``),
+        floats in 0-255 units, or noise. The message names the range and the fix. Only that first batch is
+        read back to the host (one synchronisation); later batches are not checked and cost nothing extra.
+        ``uint8`` batches are never read.
 
     Example::
 
@@ -150,8 +175,8 @@ class GPUAugmentation(Callback):
     ) -> None:
         if (mean is None) != (std is None):
             raise ValueError("Give both `mean` and `std` (in [0, 1] units) to normalise, or neither.")
-        if std is not None and any(float(s) <= 0 for s in torch.as_tensor(std).flatten().tolist()):
-            raise ValueError(f"`std` values must be positive, got {std}.")
+        if mean is not None:
+            check_normalization_stats(mean, std)
         if mask_key is not None and mask_key == image_key:
             raise ValueError(f"`mask_key` and `image_key` are both {image_key!r}; they must differ.")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -171,6 +196,7 @@ class GPUAugmentation(Callback):
         self._pending_states: dict[str, Tensor] = {}
         self._dtype_of: tuple[Any, torch.dtype] = (None, torch.float32)  # (precision plugin, its input dtype)
         self._logged = False
+        self._input_checked = False  # the first batch's value range (one host read per setup)
 
     # ---------------------------------------------------------------------------------------------- Lightning
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
@@ -179,6 +205,7 @@ class GPUAugmentation(Callback):
         self._base_seed = (int(base) * _SEED_MIX + 1_000_003 * (trainer.global_rank + 1)) % (2**63)
         self._generators = {}
         self._logged = False
+        self._input_checked = False
         self._owner = add_stage(trainer, pl_module, _NAME, self._transform, "augment")  # a BatchPipeline
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
@@ -239,21 +266,30 @@ class GPUAugmentation(Callback):
             batch: a tensor ``[B, C, H, W]``, a tuple/list or a dict holding it at ``image_key`` (and masks at
                 ``mask_key``). Other entries are passed through unchanged.
             augment: apply the augmentation (the callback passes ``True`` for training batches only).
-            dtype: floating dtype of the returned images.
+            dtype: floating dtype of the returned images (the work is done in float32 before this cast).
 
         Returns:
             A batch of the same structure (tuples stay tuples, namedtuples stay namedtuples, dicts keep their
             class), with the image tensor replaced by a ``dtype`` tensor ``[B, C, H', W']`` (``H', W'`` differ from
-            the input only for the ``"imagenet"`` preset with ``size=``), and masks replaced when augmented.
+            the input only for the ``"imagenet"`` preset with ``size=``), and masks replaced when augmented (same
+            rank and dtype as given, spatial size ``H', W'``).
 
         Raises:
-            ValueError: no image tensor at ``image_key``, or a channel count that does not match ``mean``/``std``.
+            ValueError: no image tensor at ``image_key``, a channel count that does not match ``mean``/``std``, or
+                masks a custom callable returned in a layout that cannot be mapped back onto the given one.
             TypeError: images neither ``uint8`` nor floating, or an augmentation that returns no ``[B, C, H, W]``
                 tensor.
+
+        Warns:
+            UserWarning: on the first call after ``setup``, float images clearly outside ``[0, 1]`` (see the
+                class's *Warns*).
         """
         with torch.no_grad():
             images = self._get(batch, self.image_key, "image_key")
             masks = self._get(batch, self.mask_key, "mask_key") if self.mask_key is not None else None
+            if not self._input_checked:
+                self._input_checked = True
+                self._check_value_range(images)
             x = to_float(images)
             if augment and self._augment is not None:
                 g = self.generator(x.device)
@@ -281,6 +317,27 @@ class GPUAugmentation(Callback):
             if masks is not None:
                 batch = replace_entry(batch, self.mask_key, masks)
             return batch
+
+    def _check_value_range(self, images: Tensor) -> None:
+        """Warn (once) when float images are clearly not in ``[0, 1]``; one host read, of this batch only."""
+        if self._augment is None and self.mean is None:
+            return  # nothing here assumes [0, 1]: the batch is only cast
+        problem = unit_range_problem(images)
+        if problem is None:
+            return
+        consequence = []
+        if self.mean is not None:
+            consequence.append(f"normalised a second time with mean={self.mean}, std={self.std}")
+        if self._augment is not None:
+            consequence.append("augmented as if in [0, 1] (the presets' colour operations clamp to [0, 1])")
+        rank_zero_warn(
+            f"GPUAugmentation expects uint8 images (0..255) or float images in [0, 1], but the first batch holds "
+            f"{problem}: they look normalised already (e.g. a `Normalize` in the dataset's transforms), in 0-255 "
+            f"units, or not images at all. They would be {' and '.join(consequence)}. Fix: let the dataset return "
+            "uint8 images (e.g. `transforms.PILToTensor()` or FastImageFolder) or float images in [0, 1] "
+            "(`ToTensor()` / divide by 255) and normalise only here with `mean=`/`std=`; or, to keep the dataset's "
+            "normalisation, drop `mean`/`std` and `augmentation` from GPUAugmentation."
+        )
 
     def _get(self, batch: Any, key: Union[int, str], what: str) -> Tensor:
         """The tensor at ``key`` (``what``: ``"image_key"`` or ``"mask_key"``); a bare tensor batch is the images."""

@@ -17,14 +17,20 @@ per-sample ``2 x 3`` matrices (in pixel-index coordinates, source to destination
 subset of the batch that drew them, with per-sample factors.
 
 Value conventions: images are floating point in ``[0, 1]`` (``uint8`` input is converted by :func:`to_float`);
-outputs stay in ``[0, 1]`` and keep the input's floating dtype. Optional masks (segmentation labels) follow the
-geometric part of the transform with nearest interpolation and keep their dtype and label values.
+outputs stay in ``[0, 1]`` and keep the input's floating dtype. Geometry does not depend on that dtype: matrices,
+grids and warps are float32 for every input (bfloat16/float16 images are upcast for the warp and cast back), so
+the same draws move the same pixels. Optional masks (segmentation labels) follow the geometric part of the
+transform with nearest interpolation and keep their shape, dtype and label values, also after a custom callable
+(:func:`restore_masks`). Normalisation statistics are in ``[0, 1]`` units (:func:`check_normalization_stats`);
+:func:`unit_range_problem` tells float input that is not in ``[0, 1]`` (normalised already, 0-255 floats).
 
 Modules (one concept each; this package re-exports their public names):
 
 - :mod:`.params`: the operation space :data:`OPS` and the parameter objects :class:`PolicyParams`,
   :class:`AffineParams`;
-- :mod:`.convert`: :func:`to_float`, :func:`normalize`;
+- :mod:`.convert`: :func:`to_float`, :func:`normalize` and the unit checks :func:`check_normalization_stats`,
+  :func:`unit_range_problem`;
+- :mod:`.masks`: :func:`restore_masks` (masks back in the layout and dtype they came in with);
 - :mod:`.colour`: the colour-operation kernels; :mod:`.warp`: affine matrices and warps, :func:`apply_affine`;
 - :mod:`.policy_sampling`: TrivialAugmentWide / RandAugment tables and ``sample_*``; :mod:`.policy`:
   :func:`apply_policy`;
@@ -40,10 +46,16 @@ ranges; operation semantics follow ``torchvision.transforms.v2.functional`` (equ
 directly); warping uses Kornia.
 """
 
-from lightning_efficient.functional.augment.convert import normalize, to_float
+from lightning_efficient.functional.augment.convert import (
+    check_normalization_stats,
+    normalize,
+    to_float,
+    unit_range_problem,
+)
 from lightning_efficient.functional.augment.crop_sampling import sample_pad_crop_flip, sample_random_resized_crop_flip
 from lightning_efficient.functional.augment.display import preview
 from lightning_efficient.functional.augment.factory import Augmentation, build_augmentation
+from lightning_efficient.functional.augment.masks import restore_masks
 from lightning_efficient.functional.augment.params import GEOMETRIC_OPS, OPS, AffineParams, PolicyParams
 from lightning_efficient.functional.augment.policy import apply_policy, apply_trivial_augment
 from lightning_efficient.functional.augment.policy_sampling import sample_rand_augment, sample_trivial_augment
@@ -54,7 +66,7 @@ from lightning_efficient.functional.augment.presets import (
     rand_augment,
     trivial_augment,
 )
-from lightning_efficient.functional.augment.warp import apply_affine
+from lightning_efficient.functional.augment.warp import WARP_DTYPE, apply_affine
 
 __all__ = [
     "OPS",
@@ -63,6 +75,10 @@ __all__ = [
     "AffineParams",
     "to_float",
     "normalize",
+    "check_normalization_stats",
+    "unit_range_problem",
+    "restore_masks",
+    "WARP_DTYPE",
     "sample_trivial_augment",
     "apply_trivial_augment",
     "trivial_augment",

@@ -21,7 +21,7 @@ from lightning_efficient.functional.augment.validation import (
     output_size,
     parameter_device,
 )
-from lightning_efficient.functional.augment.warp import crop_matrix, flip_matrix
+from lightning_efficient.functional.augment.warp import WARP_DTYPE, crop_matrix, flip_matrix
 from lightning_efficient.functional.crop import RRC_TRIES, random_resized_crop_fallback
 
 __all__ = ["sample_pad_crop_flip", "sample_random_resized_crop_flip"]
@@ -126,9 +126,9 @@ def sample_pad_crop_flip(
     check_positive_int(padding, "padding", 0)
     check_probability(flip_p, "flip_p")
     dev = parameter_device(generator, device)
-    shift = torch.randint(-padding, padding + 1, (batch_size, 2), generator=generator, device=dev).float()
+    shift = torch.randint(-padding, padding + 1, (batch_size, 2), generator=generator, device=dev).to(WARP_DTYPE)
     flip = torch.rand((batch_size,), generator=generator, device=dev) < flip_p
-    mat = torch.zeros(batch_size, 2, 3, device=dev)
+    mat = torch.zeros(batch_size, 2, 3, device=dev, dtype=WARP_DTYPE)
     mat[:, 0, 0] = 1.0
     mat[:, 1, 1] = 1.0
     mat[:, :, 2] = shift

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import Tensor
 
+from lightning_efficient.functional.augment.masks import restore_masks
 from lightning_efficient.functional.augment.presets import PRESETS
 
 __all__ = ["Augmentation", "build_augmentation"]
@@ -55,7 +56,14 @@ class _Custom:
                 "With masks, a custom augmentation must return (images, masks); got "
                 f"{type(out).__name__}. Use e.g. kornia AugmentationSequential(data_keys=['input', 'mask'])."
             )
-        return out[0], out[1]
+        who = f"The augmentation {type(self.augmentation).__name__}"
+        out_images, out_masks = out[0], restore_masks(out[1], masks, who=who)
+        if isinstance(out_images, Tensor) and out_images.ndim == 4 and out_masks.shape[-2:] != out_images.shape[-2:]:
+            raise ValueError(
+                f"{who} returned images of size {tuple(out_images.shape[-2:])} but masks of size "
+                f"{tuple(out_masks.shape[-2:])}; images and masks must get the same geometric transform."
+            )
+        return out_images, out_masks
 
     def __repr__(self) -> str:
         return repr(self.augmentation)
@@ -70,17 +78,23 @@ def build_augmentation(augmentation: Union[str, Augmentation], **kwargs: Any) ->
             returning one (e.g. a Kornia ``AugmentationSequential``). A module's parameters are frozen
             (``requires_grad=False``; Kornia's auto policies hold trainable ``nn.Parameter`` s). With masks a
             callable is called as ``augmentation(images, masks)`` and must return ``(images, masks)`` (Kornia's
-            ``AugmentationSequential(..., data_keys=["input", "mask"])`` does).
+            ``AugmentationSequential(..., data_keys=["input", "mask"])`` does); the masks it returns are given
+            back in the shape and dtype they came in with (:func:`~.masks.restore_masks`: Kornia's
+            ``[B, 1, H, W]`` answer to ``[B, H, W]`` masks is squeezed, float answers to integer labels rounded).
         **kwargs: keyword arguments of the preset function (e.g. ``num_ops=2, magnitude=9`` for
             ``"rand_augment"``, ``size=224`` for ``"imagenet"``); not allowed with a callable.
 
     Returns:
         A picklable ``fn(images, masks=None, generator=None)`` returning images, or ``(images, masks)`` when masks
-        are given. Custom callables ignore ``generator`` (they draw from the global RNG).
+        are given, masks of the shape (up to the spatial size) and dtype given. Custom callables ignore
+        ``generator`` (they draw from the global RNG).
 
     Raises:
-        ValueError: unknown preset name or unknown keyword for it; kwargs given with a callable.
-        TypeError: ``augmentation`` neither a string nor callable.
+        ValueError: unknown preset name or unknown keyword for it; kwargs given with a callable. When called: a
+            custom callable's masks that cannot be mapped back onto the given layout (other batch size or
+            channel count) or whose spatial size differs from its images'.
+        TypeError: ``augmentation`` neither a string nor callable. When called: a custom callable that does not
+            return ``(images, masks)`` with a mask tensor.
     """
     if isinstance(augmentation, str):
         if augmentation not in PRESETS:

@@ -55,7 +55,8 @@ def apply_policy(
 
     Returns:
         ``[B, C, H, W]`` images in ``[0, 1]``, same floating dtype (float32 for ``uint8`` input); with
-        ``masks``, the tuple ``(images, masks)``.
+        ``masks``, the tuple ``(images, masks)``. Pixel positions do not depend on the dtype (warps run in
+        float32; colour operations run in the images' dtype).
 
     Raises:
         TypeError / ValueError: wrong shapes, dtypes, channel count or interpolation.

@@ -3,6 +3,12 @@
 All matrices map **source to destination** in pixel-index coordinates (the centre of pixel ``(x, y)`` is at
 ``(x, y)``), the convention of :func:`kornia.geometry.transform.warp_affine` with ``align_corners=True``. A
 whole batch is warped by **one** ``warp_affine`` call, whatever the per-sample matrices.
+
+Geometry does not depend on the images' dtype: matrices are float32, and every warp builds its sampling grid
+and samples in :data:`WARP_DTYPE` (float32) whatever the images' floating dtype, then casts the result back.
+bfloat16 / float16 images are upcast exactly. A half-precision matrix or grid (8 or 11 significant bits) would
+move sampling points by a sizeable fraction of a pixel, so the same draws would put some pixels elsewhere than
+for float32, and the masks (warped in float32) would no longer line up with their images.
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from lightning_efficient.functional.augment.convert import to_float
 from lightning_efficient.functional.augment.params import OP_INDEX, AffineParams
 from lightning_efficient.functional.augment.validation import check_images, check_interpolation
 
+#: The dtype of every matrix, sampling grid and warp, whatever the images' dtype (so the same draws move the
+#: same pixels for float32, float64, bfloat16 and float16 images, and masks stay aligned with them).
+WARP_DTYPE = torch.float32
+
 __all__ = [
+    "WARP_DTYPE",
     "apply_affine",
     "crop_matrix",
     "flip_matrix",
@@ -45,8 +56,8 @@ def policy_matrices(ops: Tensor, magnitudes: Tensor, height: int, width: int) ->
         ``float32 [B, 2, 3]`` on ``ops``' device.
     """
     b = ops.shape[0]
-    m = magnitudes.float()
-    mat = torch.zeros(b, 2, 3, device=ops.device)
+    m = magnitudes.to(WARP_DTYPE)
+    mat = torch.zeros(b, 2, 3, device=ops.device, dtype=WARP_DTYPE)
     mat[:, 0, 0] = 1.0
     mat[:, 1, 1] = 1.0
     # ShearX: x' = x - s (y + 0.5)    (PIL/AutoAugment inverse map x = x' + s y')
@@ -89,9 +100,9 @@ def crop_matrix(x0: Tensor, y0: Tensor, w_c: Tensor, h_c: Tensor, out_h: int, ou
     The box's pixel edges map onto the output's pixel edges (``x0 - 0.5 -> -0.5``,
     ``x0 + w_c - 0.5 -> out_w - 0.5``): area-preserving resize semantics. Returns ``float32 [B, 2, 3]``.
     """
-    sx = out_w / w_c
-    sy = out_h / h_c
-    mat = torch.zeros(x0.shape[0], 2, 3, device=x0.device)
+    sx = out_w / w_c.to(WARP_DTYPE)
+    sy = out_h / h_c.to(WARP_DTYPE)
+    mat = torch.zeros(x0.shape[0], 2, 3, device=x0.device, dtype=WARP_DTYPE)
     mat[:, 0, 0] = sx
     mat[:, 0, 2] = (0.5 - x0) * sx - 0.5
     mat[:, 1, 1] = sy
@@ -136,12 +147,13 @@ def prepare_images_and_masks(
 def warp_masks(masks: Tensor, matrix: Tensor, size: tuple[int, int], fill: float) -> Tensor:
     """Warp ``[B, K, H, W]`` label masks (any dtype) with nearest interpolation to ``size`` (pixels).
 
-    Computed in float32 (exact for labels below ``2**24``), then rounded back to the masks' dtype; ``fill`` is
-    the label outside the source.
+    Computed in :data:`WARP_DTYPE` (float32: exact for labels below ``2**24``), like :func:`warp_images`, so
+    masks land where their images' pixels do; then rounded back to the masks' dtype. ``fill`` is the label
+    outside the source.
     """
     out = warp_affine(
-        masks.to(torch.float32),
-        matrix.to(torch.float32),
+        masks.to(WARP_DTYPE),
+        matrix.to(WARP_DTYPE),
         size,
         mode="nearest",
         padding_mode="fill" if fill != 0 else "zeros",
@@ -155,12 +167,17 @@ def warp_masks(masks: Tensor, matrix: Tensor, size: tuple[int, int], fill: float
 
 def warp_images(images: Tensor, matrix: Tensor, size: tuple[int, int], mode: str, fill: float) -> Tensor:
     """Warp floating ``[B, C, H, W]`` images to ``size`` (pixels) with ``mode`` (one of :data:`INTERPOLATIONS`);
-    ``fill`` is the value outside the source. Same dtype as ``images``."""
+    ``fill`` is the value outside the source.
+
+    The grid is built and the images sampled in :data:`WARP_DTYPE` (float32) for every input dtype, so the
+    geometry is the same for all of them; the result is cast back to ``images.dtype`` (float64 values are
+    rounded to float32 precision on the way, about ``6e-8`` relative).
+    """
     kwargs: dict[str, Any] = {"mode": mode, "align_corners": True}
     if fill != 0:
         kwargs["padding_mode"] = "fill"
-        kwargs["fill_value"] = torch.full((images.shape[1],), float(fill), device=images.device, dtype=images.dtype)
-    return warp_affine(images, matrix.to(images.dtype), size, **kwargs)
+        kwargs["fill_value"] = torch.full((images.shape[1],), float(fill), device=images.device, dtype=WARP_DTYPE)
+    return warp_affine(images.to(WARP_DTYPE), matrix.to(WARP_DTYPE), size, **kwargs).to(images.dtype)
 
 
 def apply_affine(
@@ -182,7 +199,9 @@ def apply_affine(
         fill, mask_fill: values outside the source for images and masks.
 
     Returns:
-        ``[B, C, *params.size]`` images (and masks ``[B, (K,) *params.size]`` when given).
+        ``[B, C, *params.size]`` images of the input's floating dtype (float32 for ``uint8``), and masks
+        ``[B, (K,) *params.size]`` of their own dtype when given. Pixel positions do not depend on the dtype
+        (warps run in :data:`WARP_DTYPE`).
 
     Raises:
         TypeError / ValueError: wrong shapes or dtypes, unknown interpolation, or ``params`` for another batch
