@@ -7,9 +7,12 @@ files (the dataset wraps those into :class:`~lightning_efficient.data.ImageDecod
 
 - :class:`PilBackend` (``"pil"``): Pillow (or Pillow-SIMD) decode of only the crop's region, one resample.
 - :class:`TorchvisionBackend` (``"torchvision"``): ``torchvision.io`` decode, ``transforms.v2`` geometry.
+
+Every backend reads the header with Pillow before decoding, so Pillow's decompression-bomb limit
+(``PIL.Image.MAX_IMAGE_PIXELS``) applies to all three alike (:mod:`~lightning_efficient.data.decode.limits`).
 - :class:`NvjpegBackend` (``"nvjpeg"``): no decode; the file's bytes and its crop, decoded later on the device.
 
-Speed of each: ``benchmarks/results/decoding.md`` (CPU) and ``benchmarks/results/row_limited_decode.md``.
+Speed of each: ``benchmarks/results/decoding.md`` (CPU).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from PIL import Image, ImageOps
 from lightning_efficient.data.decode import region as region_module  # via the module: one place to patch
 from lightning_efficient.data.decode.convert import pil_to_uint8_chw, to_rgb_or_l
 from lightning_efficient.data.decode.flavour import RESAMPLE, pil_flavour, resolve_resize
+from lightning_efficient.data.decode.limits import check_pixel_limit
+from lightning_efficient.data.decode.region import open_image_bytes
 from lightning_efficient.data.decode.resize import resize_region_pil, resize_region_uint8
 from lightning_efficient.data.crop_choice import CropChoice
 from lightning_efficient.data.device_decode import EncodedImage, encode_item
@@ -35,31 +40,26 @@ TENSOR_INTERPOLATIONS: tuple[str, ...] = ("nearest", "bilinear", "bicubic")
 
 @dataclass(frozen=True)
 class PilBackend:
-    """Pillow decode: header -> crop -> DCT-scaled (``draft``), row-limited decode -> one resample -> ``uint8``.
+    """Pillow decode: header -> crop -> DCT-scaled (``draft``) decode -> one resample -> ``uint8``.
 
     Attributes:
         interpolation: a key of :data:`~lightning_efficient.data.decode.RESAMPLE`.
         resize_engine: ``"torch"`` or ``"pil"`` (see :func:`~lightning_efficient.data.decode.resolve_resize`).
         draft: allow JPEG DCT-scaled decoding.
         draft_gap: see :func:`~lightning_efficient.data.decode.jpeg_draft_scale`, >= 1.
-        row_limited_decode: stop JPEG decoding below the crop (see
-            :mod:`~lightning_efficient.data.decode.row_limit`).
     """
 
     interpolation: str = "bilinear"
     resize_engine: str = "torch"
     draft: bool = True
     draft_gap: float = 1.0
-    row_limited_decode: bool = True
 
     name: ClassVar[str] = "pil"
     interpolations: ClassVar[tuple[str, ...]] = tuple(RESAMPLE)
 
     def load(self, path: str, crop: CropChoice) -> torch.Tensor:
         """``path`` -> ``uint8 [3, H, W]`` (contiguous, ``(H, W) = crop.size``)."""
-        region = region_module.decode_region(
-            path, crop.size, crop.box, self.draft, self.draft_gap, limit_rows=self.row_limited_decode
-        )
+        region = region_module.decode_region(path, crop.size, crop.box, self.draft, self.draft_gap)
         if self.resize_engine == "torch":
             return resize_region_uint8(region, self.interpolation)
         return pil_to_uint8_chw(resize_region_pil(region, RESAMPLE[self.interpolation]))
@@ -84,19 +84,40 @@ class TorchvisionBackend:
     interpolations: ClassVar[tuple[str, ...]] = TENSOR_INTERPOLATIONS
 
     def load(self, path: str, crop: CropChoice) -> torch.Tensor:
-        """``path`` -> ``uint8 [3, H, W]`` (contiguous, ``(H, W) = crop.size``)."""
-        from torchvision.io import ImageReadMode, decode_image, read_file
+        """``path`` -> ``uint8 [3, H, W]`` (contiguous, ``(H, W) = crop.size``).
+
+        The header is read with Pillow first, so ``PIL.Image.MAX_IMAGE_PIXELS`` (the decompression-bomb limit)
+        applies before anything is decoded, as with the other backends (see
+        :mod:`~lightning_efficient.data.decode.limits`).
+        """
+        from torchvision.io import ImageReadMode, decode_image
         from torchvision.transforms import InterpolationMode
         from torchvision.transforms.v2 import functional as F
 
+        with open(path, "rb") as fh:
+            data = fh.read()
         try:
-            img = decode_image(read_file(path), mode=ImageReadMode.RGB, apply_exif_orientation=True)
+            header = open_image_bytes(data, path)  # header only; Image.open applies the decompression-bomb limit
+        except Image.UnidentifiedImageError:
+            header = None  # a format only torchvision reads (e.g. HEIC with its extra libraries): checked below
+        try:
+            img = decode_image(
+                torch.frombuffer(bytearray(data), dtype=torch.uint8),
+                mode=ImageReadMode.RGB,
+                apply_exif_orientation=True,
+            )
         except RuntimeError:
+            if header is None:
+                raise
             # torchvision.io reads JPEG, PNG, GIF, WebP (AVIF/HEIC with extra libs) only; BMP, TIFF, PPM, ... (in
             # ImageFolder's default extensions) are decoded by Pillow instead; a really corrupt file fails there
             # too and is reported by the dataset.
-            with Image.open(path) as pil:
-                img = pil_to_uint8_chw(to_rgb_or_l(ImageOps.exif_transpose(pil)))
+            img = pil_to_uint8_chw(to_rgb_or_l(ImageOps.exif_transpose(header)))
+        finally:
+            if header is not None:
+                header.close()
+        if header is None:
+            check_pixel_limit((img.shape[-1], img.shape[-2]), path)
         if img.ndim == 4:  # animated GIF: first frame
             img = img[0]
         if img.dtype != torch.uint8:  # 16-bit PNG decodes to uint16
@@ -149,7 +170,6 @@ def make_backend(
     resize: str = "auto",
     draft: bool = True,
     draft_gap: float = 1.0,
-    row_limited_decode: bool = True,
 ) -> PilBackend | TorchvisionBackend | NvjpegBackend:
     """The strategy object for ``FastImageFolder(backend=...)``.
 
@@ -157,7 +177,7 @@ def make_backend(
         backend: a key of :data:`BACKENDS`.
         interpolation: a key of :data:`~lightning_efficient.data.decode.RESAMPLE`; ``"torchvision"`` and
             ``"nvjpeg"`` accept only :data:`TENSOR_INTERPOLATIONS`.
-        resize, draft, draft_gap, row_limited_decode: ``backend="pil"`` only (see :class:`PilBackend`).
+        resize, draft, draft_gap: ``backend="pil"`` only (see :class:`PilBackend`).
 
     Raises:
         ValueError: unknown ``backend`` or ``interpolation``, an interpolation the backend does not support, or
@@ -175,5 +195,5 @@ def make_backend(
         )
     engine = resolve_resize(resize, interpolation)
     if cls is PilBackend:
-        return PilBackend(interpolation, engine, bool(draft), float(draft_gap), bool(row_limited_decode))
+        return PilBackend(interpolation, engine, bool(draft), float(draft_gap))
     return cls(interpolation)

@@ -1,13 +1,13 @@
 """``FastImageFolder``: an ImageFolder that yields fixed-size ``uint8`` tensors, and ``uint8_collate``.
 
 The CPU does only what it must: read the header, choose the crop, decode the JPEG at the smallest DCT scale that
-covers the crop (``Image.draft``) and only down to the crop's bottom edge, and crop+resize in one antialiased
+covers the crop (``Image.draft``), and crop+resize in one antialiased
 resample (torch's ``uint8`` kernels, or Pillow's resize where Pillow-SIMD is installed); how a file becomes a
 sample is one strategy object per ``backend`` (:mod:`~lightning_efficient.data.backends`). Float conversion,
 normalisation and augmentation are left to the accelerator (e.g.
 :class:`~lightning_efficient.callbacks.GPUAugmentation`), so a batch crosses the host-device link as ``uint8`` (a
 quarter of the bytes of float32). Measured throughput: ``benchmarks/results/decoding.md``,
-``benchmarks/results/decoding-pillow-simd.md`` and ``benchmarks/results/row_limited_decode.md``.
+and ``benchmarks/results/decoding-pillow-simd.md``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,18 @@ from lightning_efficient.data.crop_choice import CropChoice
 from lightning_efficient.data.decode import ImageDecodeError, pil_flavour, resolve_resize
 from lightning_efficient.data.device_decode import EncodedImage, EncodedImages
 
-__all__ = ["FastImageFolder", "ImageDecodeError", "pil_flavour", "uint8_collate"]
+__all__ = ["SPLIT_NAMES", "FastImageFolder", "ImageDecodeError", "pil_flavour", "uint8_collate"]
 
 _ON_ERROR = ("raise", "skip")
+#: Folder names of dataset splits (compared case-insensitively): when every class folder of a root has such a
+#: name, the root is most likely one level too high (``imagenette/`` instead of ``imagenette/train``).
+SPLIT_NAMES: frozenset[str] = frozenset(
+    {
+        "train", "training", "trn", "trainval", "train_val",
+        "val", "valid", "validation", "dev", "holdout",
+        "test", "testing", "tst", "eval", "evaluation",
+    }
+)
 # What Pillow / torchvision raise for unreadable files (UnidentifiedImageError and "image file is truncated" are
 # OSErrors; corrupt headers surface as SyntaxError, struct.error, EOFError or ValueError; torchvision raises
 # RuntimeError). DecompressionBombError protects against absurd sizes.
@@ -79,6 +88,21 @@ def _check_range(name: str, value: Any, upper: float | None) -> tuple[float, flo
     return lo, hi
 
 
+def _warn_if_split_folders(root: Path, classes: Sequence[str]) -> None:
+    """Warn when every class folder is named like a dataset split (``root`` is one level too high)."""
+    if not classes or not all(name.strip().lower() in SPLIT_NAMES for name in classes):
+        return
+    split = next((name for name in classes if name.strip().lower() in ("train", "training")), classes[0])
+    warnings.warn(
+        f"FastImageFolder({str(root)!r}): the class folders {list(classes)} are named like dataset splits, so "
+        f"this dataset has {len(classes)} classes, one per split. Point root at one split, e.g. "
+        f"FastImageFolder({str(root / split)!r}) (and the validation split for validation); if these really are "
+        "the class names, filter this warning.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 class FastImageFolder(ImageFolder):
     """Drop-in ``torchvision.datasets.ImageFolder`` that yields ``(uint8 tensor [3, H, W], target)``.
 
@@ -89,14 +113,16 @@ class FastImageFolder(ImageFolder):
     * ``train=True``: a RandomResizedCrop (torchvision semantics: area fraction ``scale``, aspect ``ratio``, 10
       tries then central fallback) drawn from torch's global RNG using only the header size, then the JPEG is
       decoded at 1/2, 1/4 or 1/8 scale when that still covers the crop at the output size (libjpeg DCT scaling via
-      Pillow's ``Image.draft``), only down to the crop's bottom edge (the rows below are never decoded; the
-      pixels are exactly those of a full decode), and cropped+resized in a single antialiased resample (see
-      ``resize``).
+      Pillow's ``Image.draft``), and cropped+resized in a single antialiased resample (see ``resize``).
     * ``train=False``: resize the shorter side to ``eval_resize`` and centre-crop ``size`` (torchvision's
       ``Resize`` + ``CenterCrop`` geometry), done with the same draft + single-resample trick.
 
     Grayscale, CMYK, palette, RGBA/LA, PNG and GIF images are returned as RGB (alpha dropped, as
     ``ImageFolder``'s loader does); EXIF orientation is honoured (the crop is chosen in the viewer's coordinates).
+    Every backend honours Pillow's decompression-bomb limit ``PIL.Image.MAX_IMAGE_PIXELS``, checked from the
+    header before decoding: above it a ``PIL.Image.DecompressionBombWarning``, above twice it an
+    :class:`ImageDecodeError` naming the file; ``None`` turns it off (see
+    :mod:`~lightning_efficient.data.decode.limits`; set it where the decoding runs, e.g. in the DataLoader workers).
     The random crop uses ``torch`` RNG, so ``torch.manual_seed`` / Lightning's ``seed_everything(workers=True)``
     plus DataLoader worker seeding make it reproducible.
 
@@ -134,11 +160,6 @@ class FastImageFolder(ImageFolder):
             augmentation) and 2.0 for ``train=False`` (near-identical to torchvision's ``Resize`` + ``CenterCrop``,
             so validation accuracy stays comparable); the bounds are asserted in
             ``tests/data/test_fast_image_folder.py``.
-        row_limited_decode: JPEG only (``backend="pil"``): decode only the rows down to the crop's bottom edge
-            (default ``True``; the pixels are exactly those of a full decode). This uses Pillow private attributes
-            behind a guard (:mod:`~lightning_efficient.data.decode.row_limit`: if the installed Pillow no longer
-            supports it, images are decoded in full with a one-time ``RuntimeWarning``); ``False`` turns it off.
-            Gain: ``benchmarks/results/row_limited_decode.md``.
         on_error: ``"raise"`` (default): an unreadable file raises :class:`ImageDecodeError` naming the file.
             ``"skip"``: the item is replaced by the next decodable item (index + 1, + 2, ... wrapping around), a
             single ``UserWarning`` is issued per dataset copy (each DataLoader worker holds its own copy), and the
@@ -151,6 +172,12 @@ class FastImageFolder(ImageFolder):
         is_valid_file: ``path -> bool`` filter, as in ``ImageFolder``.
         allow_empty: allow class folders without valid files, as in ``ImageFolder``. An entirely empty split is
             still an error.
+
+    Warns:
+        UserWarning: every class folder has the name of a dataset split (:data:`SPLIT_NAMES`: ``train``, ``val``,
+            ``test``, ...): ``root`` is most likely the dataset folder instead of one split of it (e.g.
+            ``data/imagenette`` gives the two "classes" ``train`` and ``val``); point ``root`` at
+            ``data/imagenette/train``. Filter the warning if the class names are meant.
 
     Raises:
         FileNotFoundError: ``root`` missing or not a directory, no class folders under it, a class folder without
@@ -186,7 +213,6 @@ class FastImageFolder(ImageFolder):
         resize: str = "auto",
         draft: bool = True,
         draft_gap: float | None = None,
-        row_limited_decode: bool = True,
         on_error: str = "raise",
         transform: Callable[[torch.Tensor], Any] | None = None,
         target_transform: Callable[[int], Any] | None = None,
@@ -219,7 +245,6 @@ class FastImageFolder(ImageFolder):
             resize=resize,
             draft=draft,
             draft_gap=draft_gap,
-            row_limited_decode=row_limited_decode,
         )
         self.backend = backend
         if backend == "nvjpeg" and transform is not None:
@@ -234,7 +259,6 @@ class FastImageFolder(ImageFolder):
         self.resize_engine = resolve_resize(resize, interpolation)
         self.draft = bool(draft)
         self.draft_gap = float(draft_gap)
-        self.row_limited_decode = bool(row_limited_decode)
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be one of {_ON_ERROR}, got {on_error!r}.")
         self.on_error = on_error
@@ -275,6 +299,7 @@ class FastImageFolder(ImageFolder):
                 f"{root_path}: no image files found in any class folder (extensions {extensions}). Check the path "
                 "(is it the split folder, e.g. '.../train'?) or pass extensions=/is_valid_file= for other suffixes."
             )
+        _warn_if_split_folders(root_path, self.classes)
         self.skipped_files: list[str] = []
         self._warned = False
 
@@ -303,9 +328,15 @@ class FastImageFolder(ImageFolder):
         try:
             return self.decoder.load(path, self.crop)  # type: ignore[return-value]
         except _DECODE_ERRORS as err:
+            limit = (
+                " If the file is trusted, raise Pillow's decompression-bomb limit instead "
+                "(PIL.Image.MAX_IMAGE_PIXELS = <pixels>, or None; where the decoding runs, e.g. in worker_init_fn)."
+                if isinstance(err, Image.DecompressionBombError)
+                else ""
+            )
             raise ImageDecodeError(
                 f"{path}: cannot decode image ({type(err).__name__}: {err}); delete or replace the file, or pass "
-                "on_error='skip' to FastImageFolder to replace unreadable files by the next readable one."
+                f"on_error='skip' to FastImageFolder to replace unreadable files by the next readable one.{limit}"
             ) from err
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:

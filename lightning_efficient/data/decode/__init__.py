@@ -5,14 +5,14 @@
 - :mod:`lightning_efficient.functional.crop`: crop geometry of torchvision's ``RandomResizedCrop`` and
   ``Resize`` + ``CenterCrop`` (re-exported here as :func:`random_resized_crop_box` and :func:`center_crop_box`).
 - :mod:`~lightning_efficient.data.decode.orientation`: EXIF orientation (read, box mapping, apply to pixels).
-- :mod:`~lightning_efficient.data.decode.jpeg`: JPEG marker parsing and the libjpeg DCT-scale choice.
-- :mod:`~lightning_efficient.data.decode.row_limit`: the row-limited JPEG decode (the one place that uses Pillow
-  private attributes; guarded, with a switch to turn it off).
+- :mod:`~lightning_efficient.data.decode.jpeg`: the JPEG end-of-image check and the libjpeg DCT-scale choice.
 - :mod:`~lightning_efficient.data.decode.region`: open a file, choose the crop from its header, decode only what it
   needs.
 - :mod:`~lightning_efficient.data.decode.resize`: the single resample (Pillow or torch ``uint8`` kernels).
 - :mod:`~lightning_efficient.data.decode.convert`: pixel modes -> RGB and ``PIL.Image`` -> ``uint8 [3, H, W]``.
 - :mod:`~lightning_efficient.data.decode.errors`: :class:`ImageDecodeError`.
+- :mod:`~lightning_efficient.data.decode.limits`: the decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``)
+  for every backend.
 
 Coordinates: ``(width, height)`` and boxes ``(left, top, right, bottom)`` are in **pixels** of the image as the
 viewer sees it (after EXIF orientation), unless a name says ``stored``. Boxes may be fractional.
@@ -30,13 +30,8 @@ from lightning_efficient.data.decode.flavour import (
     pil_flavour,
     resolve_resize,
 )
-from lightning_efficient.data.decode.jpeg import (
-    JpegFrame,
-    jpeg_draft_scale,
-    jpeg_ends_with_eoi,
-    jpeg_frame,
-    jpeg_rows_needed,
-)
+from lightning_efficient.data.decode.jpeg import jpeg_draft_scale, jpeg_ends_with_eoi
+from lightning_efficient.data.decode.limits import check_pixel_limit
 from lightning_efficient.data.decode.orientation import (
     exif_orientation,
     orient_chw,
@@ -51,13 +46,13 @@ from lightning_efficient.data.decode.resize import (
     resize_region_pil,
     resize_region_uint8,
 )
-from lightning_efficient.data.decode.row_limit import limit_jpeg_rows, row_limit_available
 from lightning_efficient.functional.crop import center_crop_box
 from lightning_efficient.functional.crop import random_resized_crop_window as random_resized_crop_box
 
 __all__ = [
     "Box",
     "center_crop_box",
+    "check_pixel_limit",
     "crop_geometry",
     "decode_crop_resize",
     "decode_region",
@@ -68,10 +63,6 @@ __all__ = [
     "is_pillow_simd",
     "jpeg_draft_scale",
     "jpeg_ends_with_eoi",
-    "jpeg_frame",
-    "jpeg_rows_needed",
-    "JpegFrame",
-    "limit_jpeg_rows",
     "open_image_bytes",
     "orient_chw",
     "orient_pil",
@@ -84,7 +75,6 @@ __all__ = [
     "resize_region_pil",
     "resize_region_uint8",
     "resolve_resize",
-    "row_limit_available",
     "stored_size_is_swapped",
     "to_rgb_or_l",
     "TORCH_INTERPOLATIONS",

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from PIL import Image
 
 from lightning_efficient.data.decode.convert import to_rgb_or_l
-from lightning_efficient.data.decode.jpeg import jpeg_draft_scale, jpeg_ends_with_eoi, jpeg_frame, jpeg_rows_needed
+from lightning_efficient.data.decode.jpeg import jpeg_draft_scale
 from lightning_efficient.data.decode.orientation import (
     exif_orientation,
     oriented_to_stored_box,
     stored_size_is_swapped,
 )
-from lightning_efficient.data.decode.row_limit import limit_jpeg_rows
 
 __all__ = ["Box", "DecodedRegion", "crop_geometry", "decode_region", "open_image_bytes"]
 
@@ -86,16 +85,12 @@ def decode_region(
     choose_box: Callable[[int, int], Box],
     draft: bool = True,
     draft_gap: float = 1.0,
-    limit_rows: bool = True,
 ) -> DecodedRegion:
     """Open ``path``, pick a crop from its header size, and decode it at the smallest DCT scale that covers the crop.
 
     Steps: read the header (size, EXIF orientation) without decoding; call ``choose_box(width, height)`` with the
     **oriented** size; map the box to stored coordinates; for JPEGs ask libjpeg for the largest 1/2, 1/4, 1/8 scale
-    that still covers the box at the output size (``Image.draft``) and decode only the rows down to the box's
-    bottom edge (plus what the resample filter reaches and one MCU row; only for JPEGs that end with their EOI
-    marker, so a truncated file still fails whatever the crop; see
-    :func:`~lightning_efficient.data.decode.row_limit.limit_jpeg_rows`); decode; convert modes other than RGB/L to
+    that still covers the box at the output size (``Image.draft``); decode; convert modes other than RGB/L to
     RGB (:func:`~lightning_efficient.data.decode.convert.to_rgb_or_l`). The resize is left to
     :func:`~lightning_efficient.data.decode.resize_region_pil` or
     :func:`~lightning_efficient.data.decode.resize_region_uint8`. The pixels inside the box are exactly those of a
@@ -108,7 +103,6 @@ def decode_region(
         draft: use JPEG DCT scaling (no effect on other formats).
         draft_gap: see :func:`~lightning_efficient.data.decode.jpeg_draft_scale` (1: smallest decode that covers
             the output; 2: near-lossless).
-        limit_rows: JPEG only: stop decoding below the box (``False``: decode every row).
 
     Raises:
         OSError, ValueError, SyntaxError, ...: whatever Pillow raises for unreadable files (the dataset wraps these
@@ -122,11 +116,6 @@ def decode_region(
         orientation, box, stored_out = crop_geometry(img, size, choose_box)
         scale = 1
         if img.format == "JPEG":
-            frame = jpeg_frame(data) if limit_rows and jpeg_ends_with_eoi(data) else None
-            if frame is not None and (frame.width, frame.height) == (stored_w, stored_h):
-                # rows a resample may read below the box: 3 x the downscale factor (Lanczos' support; bilinear: 1x)
-                reach = 3.0 * max(1.0, (box[3] - box[1]) / stored_out[1])
-                limit_jpeg_rows(img, buffer, frame, jpeg_rows_needed(box[3] + reach, frame))
             s = jpeg_draft_scale(box[2] - box[0], box[3] - box[1], stored_out[0], stored_out[1], draft_gap)
             if draft and s > 1:
                 # request (W // s, H // s): Pillow then picks exactly scale s (W // (W // s) is in [s, 2s)).
