@@ -35,7 +35,7 @@ from lightning_efficient.pipeline import BatchPipeline, get_pipeline
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 
 __all__ = [
     "BatchPipeline",

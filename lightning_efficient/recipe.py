@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Optional, Sequence, Union
 
-import pytorch_lightning as pl
 from pytorch_lightning import Callback
 
+from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
@@ -26,7 +26,11 @@ def recipe(
     callbacks: Sequence[Callback] = (),
     **trainer_kwargs: Any,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``pl.Trainer(**recipe())``: precision and the callbacks of this package.
+    """Keyword arguments for ``Trainer(**recipe())``: precision and the callbacks of this package.
+
+    The same for both Lightning packages: ``pytorch_lightning.Trainer(**recipe())`` and, with the unified
+    package, ``lightning.pytorch.Trainer(**recipe())`` (``import lightning as L; L.Trainer(**recipe())``); the
+    callbacks are instances of both packages' ``Callback``.
 
     What it turns on: :func:`~lightning_efficient.recommended_precision` (e.g. ``bf16-mixed``),
     :class:`~lightning_efficient.ChannelsLast`, :class:`~lightning_efficient.StepwiseLR`,
@@ -39,28 +43,30 @@ def recipe(
         channels_last, stepwise_lr, efficiency_report: include that callback.
         augmentation: None, a preset name or module for :class:`GPUAugmentation`, or a ready
             :class:`GPUAugmentation` instance.
-        callbacks: your own callbacks, kept first, in order.
-        **trainer_kwargs: any other ``pl.Trainer`` argument (e.g. ``max_epochs=10``), passed through.
+        callbacks: your own callbacks (of either Lightning package), kept first, in order.
+        **trainer_kwargs: any other ``Trainer`` argument (e.g. ``max_epochs=10``), passed through.
 
     Returns:
         A dict with ``precision``, ``callbacks`` and the given Trainer arguments.
 
     Raises:
-        TypeError: a keyword that ``pl.Trainer`` does not take (the message lists the close ones).
+        TypeError: a keyword that no installed Lightning ``Trainer`` takes (the message names the close ones).
         ValueError: an unknown accelerator name.
 
     Example::
 
         trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
     """
-    valid = set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
+    valid = {
+        name for package in LIGHTNING_PACKAGES for name in inspect.signature(package.Trainer.__init__).parameters
+    } - {"self"}
     unknown = sorted(set(trainer_kwargs) - valid)
     if unknown:
         import difflib
 
         hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
         text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
-        raise TypeError(f"recipe(): pl.Trainer takes no argument {text}.")
+        raise TypeError(f"recipe(): Trainer takes no argument {text}.")
     out: dict[str, Any] = dict(trainer_kwargs)
     out["precision"] = precision if precision is not None else recommended_precision(accelerator)
     if accelerator != "auto":

@@ -14,6 +14,7 @@ pytest.importorskip("jsonargparse")
 from pytorch_lightning.cli import LightningCLI  # noqa: E402
 
 CONFIG = """
+seed_everything: 0
 trainer:
   max_epochs: 1
   accelerator: cpu
@@ -63,7 +64,8 @@ class CLIData(pl.LightningDataModule):
         return DataLoader(TensorDataset(x, torch.randint(0, 2, (16,), generator=g)), batch_size=4)
 
 
-def test_all_callbacks_from_yaml(tmp_path):
+def test_all_callbacks_from_yaml(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["cli"])  # LightningCLI warns when both `args` and pytest's argv are given
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG)
     cli = LightningCLI(CLIModel, CLIData, args=["--config", str(path)], run=False, save_config_callback=None)

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from lightning_efficient.app.cli import main
+import lightning_efficient.app.demo as demo
+from lightning_efficient.app.cli import build_parser, main
 from lightning_efficient.app.demo import balanced_subset, check_data, digits_imagefolder, format_table
 
 
@@ -152,3 +153,87 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
         assert 0 <= r["data_wait_share"] <= 1
     assert payload["results"]["baseline"]["precision"] == "32-true"
     assert set(payload["ratios"]) >= {"wall_time_s", "images_per_s", "val_top1"}
+
+
+# ------------------------------------------------------------------------------- fallback data and --help (#12)
+
+
+def test_missing_scikit_learn_is_the_only_output(monkeypatch, capsys):
+    """Without scikit-learn the demo says so first and alone: nothing announces the digits it cannot write."""
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    code, out, err = _run_cli(capsys)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "scikit-learn" in lines[0] and "pip install scikit-learn" in lines[0] and "--data" in lines[0]
+    assert "Traceback" not in err
+
+
+def _record_run_demo(monkeypatch) -> list:
+    """Replace the training by a recorder of the crop size it would use and the size of the images written."""
+    seen: list = []
+
+    def fake_run_demo(cfg, out=None, reports=True):
+        with Image.open(next(Path(cfg.data).rglob("*.png"))) as img:
+            seen.append((cfg.image_size, img.size))
+        return {}
+
+    monkeypatch.setattr(demo, "run_demo", fake_run_demo)
+    return seen
+
+
+@pytest.mark.parametrize(("args", "size"), [((), 32), (("--image-size", "48"), 48)])
+def test_digits_fallback_honours_image_size_and_says_it(monkeypatch, capsys, args, size):
+    pytest.importorskip("sklearn")
+    seen = _record_run_demo(monkeypatch)
+    code, out, err = _run_cli(capsys, *args)
+    assert code == 0, err
+    assert seen == [(size, (size, size))]  # trained at the size the PNGs were written at, the one asked for
+    assert f"{size} px" in out and "digits" in out
+
+
+@pytest.mark.parametrize(("args", "size"), [((), 112), (("--image-size", "64"), 64)])
+def test_image_size_with_data_defaults_to_112(tmp_path, monkeypatch, args, size):
+    root = _image_folder(tmp_path / "d")
+    parsed = build_parser().parse_args(["demo", "--data", str(root), *args])
+    cfg = demo.DemoConfig(data=parsed.data, image_size=parsed.image_size, batch_size=2)
+
+    def stop(paths):
+        raise demo.DemoError("stop before training")
+
+    monkeypatch.setattr(demo, "check_images", stop)
+    with pytest.raises(demo.DemoError, match="stop before training"):
+        demo.run_demo_with_fallback(cfg, None, reports=False)
+    assert cfg.image_size == size
+
+
+@pytest.mark.parametrize(("args", "expected"), [((), None), (("--workers", "auto"), None), (("--workers", "0"), 0),
+                                                (("--workers", "3"), 3)])
+def test_workers_flag_auto_and_zero_mean_what_dataloader_means(args, expected):
+    parsed = build_parser().parse_args(["demo", *args])
+    assert parsed.workers == expected
+    from lightning_efficient.data.loader import suggest_loader_kwargs
+
+    auto = suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
+    assert demo.resolve_workers(parsed.workers) == (auto if expected is None else expected)
+
+
+@pytest.mark.parametrize("bad", ["-1", "two", ""])
+def test_workers_flag_rejects_bad_values(capsys, bad):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["demo", "--workers", bad])
+    assert e.value.code == 2
+    assert "--workers: expected 'auto' or an integer >= 0" in capsys.readouterr().err
+
+
+def test_help_says_what_each_default_means(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "'auto' (default) = one per CPU core, less one" in text
+    assert "0 = load in the main process" in text
+    assert "default 0 = one per CPU core" not in text
+    assert "112 with --data" in text and "32 with scikit-learn's digits" in text

@@ -24,3 +24,32 @@ def test_doctor_findings_say_what_is_checked_and_what_is_information():
     for info in ("python", "torch", "CPU", "DataLoader"):
         assert findings[info].ok is None  # information only, never a verdict
     assert findings["torch"].detail.startswith(torch.__version__)
+
+
+def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
+    """A pip user gets the install command itself, not a pointer to a README they may not have."""
+    import lightning_efficient.app.doctor as doctor
+    import lightning_efficient.data.decode as decode
+
+    monkeypatch.setattr(doctor, "cpu_flags", lambda: frozenset({"avx2", "sse4_2"}))
+    monkeypatch.setattr(decode, "pil_flavour", lambda: "Pillow 13.0.0")
+    pil = {f.practice: f for f in diagnose()}["PIL"]
+    assert doctor.PILLOW_SIMD_INSTALL == (
+        'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-binary :all: pillow-simd'
+    )
+    assert doctor.PILLOW_SIMD_INSTALL in pil.advice
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert doctor.PILLOW_SIMD_INSTALL in out
+
+
+def test_doctor_advice_never_points_at_the_readme(monkeypatch):
+    import lightning_efficient.app.doctor as doctor
+    import lightning_efficient.data.decode as decode
+
+    for flags in (frozenset(), frozenset({"avx2"})):
+        monkeypatch.setattr(doctor, "cpu_flags", lambda flags=flags: flags)
+        for flavour in ("Pillow 13.0.0", "Pillow-SIMD 9.5.0.post1"):
+            monkeypatch.setattr(decode, "pil_flavour", lambda flavour=flavour: flavour)
+            for check in diagnose():
+                assert "README" not in check.advice and "README" not in check.detail, check

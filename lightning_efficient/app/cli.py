@@ -30,6 +30,16 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _workers(text: str) -> Optional[int]:
+    """``--workers``: ``auto`` (None: one per CPU core, less one) or an integer >= 0 (0: load in the main process)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return _non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 0, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lightning-efficient", description="Faster CNN training with PyTorch Lightning callbacks."
@@ -52,10 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="class-balanced training subset, 0 = all (default 1600)")
     demo.add_argument("--val-images", type=_non_negative_int, default=500,
                       help="class-balanced validation subset, 0 = all (default 500)")
-    demo.add_argument("--image-size", type=_positive(int), default=112, help="crop size in pixels (default 112)")
+    demo.add_argument("--image-size", type=_positive(int), default=None,
+                      help="side of the square crops in pixels (default: 112 with --data; 32 with scikit-learn's "
+                      "digits, 8x8-pixel scans written as PNGs of this size)")
     demo.add_argument("--batch-size", type=_positive(int), default=32, help="images per batch (default 32)")
-    demo.add_argument("--workers", type=_non_negative_int, default=0,
-                      help="DataLoader workers per run (default 0 = one per CPU core, less one for training)")
+    demo.add_argument("--workers", type=_workers, default=None, metavar="{auto,N}",
+                      help="DataLoader worker processes per run: 'auto' (default) = one per CPU core, less one "
+                      "for training; 0 = load in the main process, as DataLoader(num_workers=0)")
     demo.add_argument("--lr", type=_positive(float), default=0.025,
                       help="peak SGD learning rate at batch 32 (default 0.025)")
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")

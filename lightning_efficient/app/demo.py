@@ -28,6 +28,10 @@ from typing import Any, Optional
 from lightning_efficient.data import samples
 from lightning_efficient.data.samples import balanced_subset
 
+#: ``--image-size`` when not given: with ``--data``, and for scikit-learn's digits (8x8 scans: 32 px is plenty).
+DEFAULT_IMAGE_SIZE = 112
+DIGITS_IMAGE_SIZE = 32
+
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -43,10 +47,12 @@ class DemoConfig:
         data: ImageFolder root with ``train/`` and ``val/`` class folders.
         epochs: training epochs.
         train_images, val_images: images taken from each split (a seeded, class-balanced subset; 0 = all).
-        image_size: side of the square training/validation crops, pixels.
+        image_size: side of the square training/validation crops, pixels; ``None``: :data:`DEFAULT_IMAGE_SIZE`
+            (112) for ``data``, :data:`DIGITS_IMAGE_SIZE` (32) for the scikit-learn digits fallback.
         batch_size: images per batch.
-        workers: DataLoader worker processes per run; 0 = :func:`~lightning_efficient.suggest_loader_kwargs`'s
-            choice (one per CPU core, less one for the training process).
+        workers: DataLoader worker processes per run, as ``DataLoader(num_workers=...)`` (0: load in the main
+            process); ``None`` ("auto"): :func:`~lightning_efficient.suggest_loader_kwargs`'s choice (one per CPU
+            core, less one for the training process).
         lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup from
             0.1x, then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
         seed: seed for the subset, the model initialisation, shuffling and augmentation.
@@ -56,9 +62,9 @@ class DemoConfig:
     epochs: int = 4
     train_images: int = 1600
     val_images: int = 500
-    image_size: int = 112
+    image_size: Optional[int] = None
     batch_size: int = 32
-    workers: int = 0
+    workers: Optional[int] = None
     lr: float = 0.025
     seed: int = 0
     progress: bool = True
@@ -120,7 +126,12 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
     try:
         return samples.digits_imagefolder(root, size)
     except ModuleNotFoundError as err:
-        raise DemoError(f"no --data given and {err}") from None
+        if err.name != "sklearn":
+            raise
+        raise DemoError(
+            "no --data given, and the fallback data set (digits) needs scikit-learn, which is missing: "
+            "`pip install scikit-learn`, or pass --data with an ImageFolder root holding train/ and val/."
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------- the runs
@@ -247,16 +258,23 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     }
 
 
-def resolve_workers(workers: int) -> int:
-    """``workers``, or where it is 0 the DataLoader workers :func:`suggest_loader_kwargs` recommends here."""
+def resolve_workers(workers: Optional[int]) -> int:
+    """``workers`` (0 included: no worker processes), or for ``None`` ("auto") the DataLoader workers
+    :func:`suggest_loader_kwargs` recommends here (one per CPU core, less one)."""
     from lightning_efficient.data.loader import suggest_loader_kwargs
 
-    return workers or suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
+    if workers is None:
+        return suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
+    return workers
 
 
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
+    from lightning_efficient.app.quiet import quiet_lightning
+
     try:
-        queue.put(("ok", run_one(kind, cfg, train_idx, val_idx)))
+        with quiet_lightning():  # Lightning's tips and known-harmless warnings: not for the demo's table
+            result = run_one(kind, cfg, train_idx, val_idx)
+        queue.put(("ok", result))
     except BaseException as e:  # noqa: BLE001 - sent to the parent, which decides
         import traceback
 
@@ -322,6 +340,8 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
 
     root = check_data(cfg.data)
     cfg.data = str(root)
+    if cfg.image_size is None:
+        cfg.image_size = DEFAULT_IMAGE_SIZE
     train_samples = ImageFolder(root / "train").samples
     val_samples = ImageFolder(root / "val").samples
     train_idx = balanced_subset([t for _, t in train_samples], cfg.train_images, cfg.seed)
@@ -365,14 +385,23 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
 
 
 def run_demo_with_fallback(cfg: DemoConfig, out: Optional[str], reports: bool) -> dict[str, Any]:
-    """Like :func:`run_demo`; with ``cfg.data`` empty, first writes scikit-learn's digits to a temporary folder."""
+    """Like :func:`run_demo`; with ``cfg.data`` empty, first writes scikit-learn's digits to a temporary folder
+    as ``cfg.image_size`` px PNGs (default :data:`DIGITS_IMAGE_SIZE`), and says so once they are written.
+
+    Raises:
+        DemoError: as :func:`run_demo`, or (before anything is printed) scikit-learn is missing.
+    """
     if cfg.data:
         return run_demo(cfg, out, reports)
+    if cfg.image_size is None:
+        cfg.image_size = DIGITS_IMAGE_SIZE
     tmp = tempfile.mkdtemp(prefix="lightning_efficient_digits_")
     try:
-        print(f"no --data given: using scikit-learn's digits (offline), written as an ImageFolder to {tmp}")
-        cfg.data = str(digits_imagefolder(tmp, size=32))
-        cfg.image_size = min(cfg.image_size, 32)
+        cfg.data = str(digits_imagefolder(tmp, size=cfg.image_size))
+        print(
+            f"no --data given: using scikit-learn's digits (offline), written as {cfg.image_size} px PNGs to an "
+            f"ImageFolder in {tmp}"
+        )
         return run_demo(cfg, out, reports)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

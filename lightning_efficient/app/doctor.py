@@ -8,6 +8,11 @@ import torch
 from lightning_efficient.functional.efficiency import Check
 from lightning_efficient.precision import cpu_flags, explain_precision
 
+#: The commands that replace stock Pillow by Pillow-SIMD built for AVX2 (PyPI has only its sdist: it needs a C
+#: compiler and the libjpeg/zlib headers, e.g. ``apt-get install build-essential libjpeg-dev zlib1g-dev``; a later
+#: ``pip install pillow`` silently puts stock Pillow back).
+PILLOW_SIMD_INSTALL = 'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-binary :all: pillow-simd'
+
 
 def _version(module: str) -> str | None:
     try:
@@ -73,7 +78,10 @@ def diagnose() -> list[Check]:
             "PIL",
             True if simd else None,
             flavour + ("" if simd else " (stock; decode is libjpeg-turbo either way)"),
-            "" if simd or not avx2 else "for faster resizes: see README 'Pillow-SIMD' (build with CC='cc -mavx2')",
+            ""
+            if simd or not avx2
+            else f"for faster resizes: {PILLOW_SIMD_INSTALL}  (needs a C compiler and the libjpeg and zlib "
+            "headers, e.g. apt-get install build-essential libjpeg-dev zlib1g-dev)",
         )
     )
     choice = explain_precision()

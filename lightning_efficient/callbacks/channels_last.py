@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any, Optional
 
 import pytorch_lightning as pl
-from pytorch_lightning import Callback
 from pytorch_lightning.utilities import rank_zero_warn
 
 from lightning_efficient.functional.layout import (
@@ -16,8 +15,10 @@ from lightning_efficient.functional.layout import (
     FiveDPolicy,
     check_five_d,
     convert_module_to_channels_last,
+    layout_error_note,
     parse_exclude,
 )
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.pipeline import BatchPipeline, add_stage
 
 __all__ = ["ChannelsLast", "ChannelsLastReport"]
@@ -74,6 +75,14 @@ class ChannelsLast(Callback):
     measured through the Trainer (three CNNs, fp32 and bf16-mixed) are in ``benchmarks/results/channels_last.md``
     (CPU; ``benchmarks/gpu_suite.py`` writes ``gpu/trainer_resnet50.md`` there for CUDA).
     Works with DDP and ``torch.compile``.
+
+    Code written for contiguous NCHW tensors can fail on channels_last activations, typically
+    ``h.view(h.size(0), -1)`` before a ``Linear`` (``RuntimeError: view size is not compatible with input tensor's
+    size and stride``; use ``torch.flatten(h, 1)``, ``h.reshape(h.size(0), -1)`` or ``nn.Flatten()``, which give the
+    same values) or a custom kernel that requires ``is_contiguous()``. When such an error ends ``fit``,
+    ``validate``, ``test`` or ``predict``, this callback's ``on_exception`` adds a note naming ChannelsLast and
+    the fix to the exception (``exception.add_note``, shown in the traceback; type and message unchanged; see
+    :func:`~lightning_efficient.functional.layout.layout_error_note`). Nothing runs per step for this.
 
     Sources: PyTorch tutorial "Channels Last Memory Format in PyTorch"; NVIDIA "Deep Learning Performance Guide:
     Convolutional Layers" (tensor layouts, NCHW vs NHWC); MosaicML Composer's ``ChannelsLast`` algorithm, which
@@ -148,6 +157,12 @@ class ChannelsLast(Callback):
         if self._pipeline is not None:
             self._pipeline.remove(_STAGE_NAME)
         self._pipeline = None
+
+    def on_exception(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", exception: BaseException) -> None:
+        """Add a note naming ChannelsLast and the fix to errors of NCHW-only code on channels_last tensors."""
+        note = layout_error_note(exception)
+        if note is not None and note not in getattr(exception, "__notes__", ()):
+            exception.add_note(note)
 
     def _transform(self, batch: Any, dataloader_idx: int) -> Any:
         return self._convert(batch)

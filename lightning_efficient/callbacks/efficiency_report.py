@@ -7,11 +7,11 @@ from typing import Any, Optional, Union
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning import Callback
 from pytorch_lightning.utilities.data import extract_batch_size
 from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.data.decode import is_pillow_simd
 from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
 from lightning_efficient.functional.efficiency import (
@@ -52,6 +52,9 @@ class EfficiencyReport(Callback):
 
     Callbacks tell the report what they do through
     :class:`~lightning_efficient.functional.efficiency.ReportsEfficiencyFacts` (an ``efficiency_facts()`` method).
+    It works the same under a ``pytorch_lightning`` and a ``lightning.pytorch`` Trainer: it reads the Trainer only
+    through attributes both have (``callbacks``, ``loggers``, ``lr_scheduler_configs``, ``train_dataloader``,
+    ``strategy``), and ``extract_batch_size`` is a function of the batch alone.
 
     Args:
         log_every_n_steps: how often (in training batches) to log ``efficiency/*`` metrics; 0 disables it.

@@ -54,11 +54,13 @@ __all__ = [
     "ExcludeSpec",
     "FIVE_D_POLICIES",
     "FiveDPolicy",
+    "LAYOUT_NOTE_PREFIX",
     "batch_to_channels_last",
     "check_five_d",
     "convert_module_to_channels_last",
     "is_channels_last",
     "is_channels_last_3d",
+    "layout_error_note",
     "parse_exclude",
     "to_channels_last",
 ]
@@ -468,3 +470,69 @@ def convert_module_to_channels_last(
         excluded_modules=tuple(excluded_roots),
         excluded_tensors=tuple(excluded_tensor_names),
     )
+
+
+# ---------------------------------------------------------------------------------------------------- errors
+
+# Messages of the errors that code written for NCHW-contiguous tensors raises on a channels_last one: PyTorch's
+# `Tensor.view` (ATen `view_impl`), and the contiguity checks of custom kernels and other libraries.
+_VIEW_ERROR = "view size is not compatible with input tensor's size and stride"
+_CONTIGUITY_ERRORS = ("must be contiguous", "is not contiguous", "non-contiguous", "expected contiguous")
+
+#: The start of the note that :func:`layout_error_note` returns (and :class:`ChannelsLast` adds to such errors).
+LAYOUT_NOTE_PREFIX = "lightning_efficient.ChannelsLast:"
+
+
+def layout_error_note(exception: BaseException) -> str | None:
+    """A note naming ``ChannelsLast`` and the fixes, for an error that NCHW-only code raises on a channels_last
+    tensor; ``None`` for any other error.
+
+    Under channels_last the activations are channels_last too (a convolution whose input or weight is
+    channels_last returns channels_last), so code written for contiguous NCHW tensors can fail on them:
+
+    * ``h.view(h.size(0), -1)`` merges the channel dimension with the spatial ones, which are not adjacent in NHWC
+      memory: ``RuntimeError: view size is not compatible with input tensor's size and stride``. The fix is
+      ``torch.flatten(h, 1)``, ``h.reshape(h.size(0), -1)`` or ``nn.Flatten()``: they return the same values in
+      the same (NCHW) order, copying only when needed, so a following ``nn.Linear`` sees exactly what it saw
+      without channels_last.
+    * custom kernels and libraries that check ``is_contiguous()`` (``"input must be contiguous"``, ``"... is not
+      contiguous"``, ``"non-contiguous"``): call ``.contiguous()`` on the tensor passed to them.
+
+    Only the message is inspected (the type is whatever the failing code raised), so the note says what the
+    likely cause is and how to check it, not that ChannelsLast certainly caused it.
+
+    Args:
+        exception: any exception.
+
+    Returns:
+        The note (one paragraph starting with :data:`LAYOUT_NOTE_PREFIX`), or ``None``.
+
+    Example::
+
+        >>> h = torch.zeros(2, 8, 4, 4).to(memory_format=torch.channels_last)
+        >>> try:
+        ...     h.view(2, -1)
+        ... except RuntimeError as err:
+        ...     print(layout_error_note(err).split(":")[0])
+        lightning_efficient.ChannelsLast
+    """
+    message = str(exception)
+    if _VIEW_ERROR in message:
+        return (
+            f"{LAYOUT_NOTE_PREFIX} this is likely a `.view(...)` on an activation in channels_last (NHWC) memory: "
+            "ChannelsLast converts the batches and conv weights, so conv outputs are channels_last, and `.view` "
+            "cannot merge the channel and spatial dimensions of such a tensor (e.g. `h.view(h.size(0), -1)` before "
+            "a Linear layer). Fix: use `torch.flatten(h, 1)` or `h.reshape(h.size(0), -1)` (or `nn.Flatten()`), "
+            "which give the same values in the same order and copy only when needed; or train without "
+            "ChannelsLast."
+        )
+    lowered = message.lower()
+    if any(pattern in lowered for pattern in _CONTIGUITY_ERRORS):
+        return (
+            f"{LAYOUT_NOTE_PREFIX} this error asks for a contiguous tensor; under ChannelsLast the batches and conv "
+            "outputs are channels_last (NHWC) and not contiguous in the NCHW sense. Fix: call `.contiguous()` on "
+            "the tensor passed to the code that raised (a custom kernel or library expecting NCHW), exclude the "
+            "module with ChannelsLast(exclude=...) if it holds the 4-D weights involved, or train without "
+            "ChannelsLast."
+        )
+    return None

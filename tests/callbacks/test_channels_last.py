@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytorch_lightning as pl
@@ -365,3 +366,135 @@ def test_ddp_two_processes(tmp_path):
         assert result["final_weights_cl"] == [True, True]
     # Gradients were all-reduced correctly: both ranks end with identical parameters.
     assert results[0]["checksum"] == results[1]["checksum"]
+
+
+# --------------------------------------------------------------- NCHW-only code: `.view` after the convs (#12)
+
+
+class FlattenNet(pl.LightningModule):
+    """conv(3->8, 3x3, pad 1) -> relu -> flatten -> Linear(512, 2), the flatten written as ``flatten``:
+    ``"view"`` (``h.view(h.size(0), -1)``, NCHW-only), ``"kernel"`` (a custom op that requires
+    ``is_contiguous()``), or the fixes ``"flatten"`` (``torch.flatten(h, 1)``) and ``"reshape"``."""
+
+    def __init__(self, flatten: str = "view") -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(512, 2)
+        self.flatten = flatten
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x))
+        if self.flatten == "view":
+            h = h.view(h.size(0), -1)
+        elif self.flatten == "kernel":
+            if not h.is_contiguous():
+                raise RuntimeError("my_cuda_op: input must be contiguous")
+            h = h.view(h.size(0), -1)
+        elif self.flatten == "flatten":
+            h = torch.flatten(h, 1)
+        else:
+            h = h.reshape(h.size(0), -1)
+        return self.fc(h)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self(x), y)
+        self.losses = [*getattr(self, "losses", []), loss.detach()]
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
+    def test_step(self, batch, batch_idx):
+        self.log("test_loss", nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
+    def predict_step(self, batch, batch_idx):
+        return self(batch[0])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _pairs() -> DataLoader:
+    g = torch.Generator().manual_seed(1)
+    data = torch.utils.data.TensorDataset(torch.randn(8, 3, 8, 8, generator=g), torch.randint(0, 2, (8,), generator=g))
+    return DataLoader(data, batch_size=4)
+
+
+def _run(stage: str, model: pl.LightningModule, callbacks: list) -> Any:
+    trainer = pl.Trainer(max_steps=2, num_sanity_val_steps=0, callbacks=callbacks, **TRAINER_KW)
+    if stage == "fit":
+        return trainer.fit(model, _pairs())
+    if stage == "validate":
+        return trainer.validate(model, _pairs(), verbose=False)
+    if stage == "test":
+        return trainer.test(model, _pairs(), verbose=False)
+    return trainer.predict(model, _pairs())
+
+
+STAGES = ("fit", "validate", "test", "predict")
+# Either half of the conversion makes the conv output channels_last: the input, or the weight.
+OPTIONS = ({}, {"convert_model": False}, {"convert_batch": False})
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "batch-only", "model-only"])
+@pytest.mark.parametrize("stage", STAGES)
+def test_view_after_convs_error_names_channels_last_and_the_fixes(stage, options):
+    _run(stage, FlattenNet("view"), [])  # trains without the callback
+    with pytest.raises(RuntimeError, match="view size is not compatible") as info:
+        _run(stage, FlattenNet("view"), [ChannelsLast(**options)])
+    notes = getattr(info.value, "__notes__", [])
+    assert len(notes) == 1, notes
+    assert "ChannelsLast" in notes[0] and "torch.flatten(h, 1)" in notes[0] and ".reshape(" in notes[0]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_contiguity_check_error_names_channels_last_and_contiguous(stage):
+    _run(stage, FlattenNet("kernel"), [])
+    with pytest.raises(RuntimeError, match="input must be contiguous") as info:
+        _run(stage, FlattenNet("kernel"), [ChannelsLast()])
+    (note,) = info.value.__notes__
+    assert "ChannelsLast" in note and ".contiguous()" in note
+
+
+def test_unrelated_errors_get_no_note():
+    class Broken(FlattenNet):
+        def training_step(self, batch, batch_idx):
+            raise ValueError("boom: a bug of the user's own")
+
+    with pytest.raises(ValueError, match="boom") as info:
+        _run("fit", Broken("flatten"), [ChannelsLast()])
+    assert not getattr(info.value, "__notes__", [])
+
+
+def test_note_is_added_once():
+    err = RuntimeError("view size is not compatible with input tensor's size and stride (...)")
+    callback = ChannelsLast()
+    callback.on_exception(None, None, err)  # type: ignore[arg-type]
+    callback.on_exception(None, None, err)  # type: ignore[arg-type]
+    assert len(err.__notes__) == 1
+
+
+@pytest.mark.parametrize("flatten", ["flatten", "reshape"])
+def test_the_suggested_fixes_train_with_the_same_losses(flatten):
+    plain, fast = FlattenNet(flatten), FlattenNet(flatten)
+    _run("fit", plain, [])
+    _run("fit", fast, [ChannelsLast()])
+    assert is_channels_last(fast.conv.weight)
+    torch.testing.assert_close(torch.stack(fast.losses), torch.stack(plain.losses), rtol=1e-5, atol=1e-6)
+    # and predictions equal those of the NCHW `.view` model with the same weights
+    reference = FlattenNet("view")
+    reference.load_state_dict({k: v.contiguous() for k, v in fast.state_dict().items()})
+    x = torch.randn(4, 3, 8, 8)
+    torch.testing.assert_close(fast(x.to(memory_format=torch.channels_last)), reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_happy_path_adds_no_per_step_work():
+    """The explanation lives in `on_exception` only: no other Lightning hook than setup/teardown is overridden."""
+    overridden = sorted(
+        name
+        for name in dir(pl.Callback)
+        if name.startswith("on_") and getattr(ChannelsLast, name) is not getattr(pl.Callback, name)
+    )
+    assert overridden == ["on_exception"]

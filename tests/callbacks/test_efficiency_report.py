@@ -88,7 +88,8 @@ def test_metrics_reach_the_logger(tmp_path):
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 2, (32,)))
     logger = pl.loggers.CSVLogger(tmp_path)
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=logger, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report])
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report],
+                         log_every_n_steps=2)  # Lightning warns when its interval exceeds the 8 batches
     trainer.fit(TinyNet(), DataLoader(data, batch_size=4))
     text = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
     for name in ("efficiency/images_per_s", "efficiency/data_wait_share", "efficiency/step_time_s"):

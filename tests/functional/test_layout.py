@@ -19,7 +19,9 @@ from lightning_efficient.functional.layout import (
     check_five_d,
     convert_module_to_channels_last,
     is_channels_last,
+    LAYOUT_NOTE_PREFIX,
     is_channels_last_3d,
+    layout_error_note,
     parse_exclude,
     to_channels_last,
 )
@@ -428,3 +430,46 @@ def test_optimizer_created_before_conversion_keeps_working():
     assert is_channels_last(model[0].weight)
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------- errors of NCHW-only code on channels_last tensors
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(2, 8, 8, 8), (4, 3, 5, 7), (1, 16, 2, 3)])
+def test_view_error_gets_a_note_and_the_suggested_fixes_give_the_nchw_values(shape, dtype):
+    nchw = torch.randn(shape).to(dtype)
+    nhwc = nchw.to(memory_format=CL)
+    with pytest.raises(RuntimeError) as info:
+        nhwc.view(nhwc.size(0), -1)
+    note = layout_error_note(info.value)
+    assert note is not None and note.startswith(LAYOUT_NOTE_PREFIX)
+    assert "ChannelsLast" in note and "torch.flatten(h, 1)" in note and "h.reshape(h.size(0), -1)" in note
+    expected = nchw.view(nchw.size(0), -1)
+    for fixed in (torch.flatten(nhwc, 1), nhwc.reshape(nhwc.size(0), -1), nn.Flatten()(nhwc)):
+        assert fixed.shape == expected.shape and fixed.dtype == dtype
+        assert torch.equal(fixed, expected)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("my_op: input must be contiguous"),
+        ValueError("Tensor is not contiguous"),
+        RuntimeError("expected contiguous tensor, got strides (192, 1, 24, 3)"),
+        AssertionError("cannot run on a non-contiguous input"),
+    ],
+    ids=repr,
+)
+def test_contiguity_errors_get_a_note_about_contiguous(error):
+    note = layout_error_note(error)
+    assert note is not None and "ChannelsLast" in note and ".contiguous()" in note
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("CUDA out of memory"), ValueError("boom"), KeyError("image"), RuntimeError("")],
+    ids=repr,
+)
+def test_other_errors_get_no_note(error):
+    assert layout_error_note(error) is None

@@ -1,0 +1,75 @@
+"""Known-harmless Lightning output, silenced inside this command-line app's own runs only.
+
+The library never filters warnings or log records: a user's process sees everything Lightning says. The demo
+(``lightning-efficient demo``), whose output is a table the user reads, runs its Trainers inside
+:func:`quiet_lightning`, which drops exactly the items below (each matched by category and message) and nothing
+else, and restores the previous warning filters and logger filters on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from typing import Iterator
+
+__all__ = ["HARMLESS_WARNINGS", "LIGHTNING_LOGGERS", "TIP_PREFIX", "quiet_lightning"]
+
+#: ``(category, message regex)`` of warnings that tell the demo's user nothing they can act on.
+HARMLESS_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    # torch >= 2.10 deprecates constructing `LeafSpec`; Lightning's CombinedLoader (both packages) still does, once
+    # per fit. Lightning's to fix; harmless.
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+    # Lightning's ModelSummary estimates the model size at 32 bits for the `*-mixed` / `*-true` half precisions.
+    (UserWarning, r"Precision \S+ is not supported by the model summary"),
+)
+
+#: Lightning's advertisements ("💡 Tip: For seamless cloud logging ... litlogger", "... litmodels") begin so.
+TIP_PREFIX = "💡 Tip:"
+
+#: Loggers through which Lightning (either package) emits ``rank_zero_info`` messages.
+LIGHTNING_LOGGERS: tuple[str, ...] = (
+    "lightning_utilities.core.rank_zero",
+    "lightning_fabric.utilities.rank_zero",
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "lightning.pytorch.utilities.rank_zero",
+)
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(TIP_PREFIX)
+
+
+@contextlib.contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Inside the block, drop :data:`HARMLESS_WARNINGS` and Lightning's :data:`TIP_PREFIX` log lines; nothing else.
+
+    Warning filters are those of :func:`warnings.catch_warnings` (restored on exit; not thread-safe, like it).
+    """
+    tip_filter = _DropTips()
+    loggers = {logging.getLogger(name) for name in LIGHTNING_LOGGERS}
+    rank_zero = _current_rank_zero_logger()
+    if rank_zero is not None:
+        loggers.add(rank_zero)
+    with warnings.catch_warnings():
+        for category, message in HARMLESS_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        for logger in loggers:
+            logger.addFilter(tip_filter)
+        try:
+            yield
+        finally:
+            for logger in loggers:
+                logger.removeFilter(tip_filter)
+
+
+def _current_rank_zero_logger() -> logging.Logger | None:
+    """The logger ``rank_zero_info`` writes to now (the last Lightning package imported redirects it)."""
+    try:
+        from lightning_utilities.core import rank_zero
+    except ImportError:
+        return None
+    log = getattr(rank_zero, "log", None)
+    return log if isinstance(log, logging.Logger) else None

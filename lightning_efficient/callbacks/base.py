@@ -1,0 +1,74 @@
+"""The base class of this package's callbacks: a callback of both Lightning packages.
+
+Lightning ships the same Trainer in two packages: ``pytorch_lightning`` and the unified ``lightning``
+(``import lightning as L``; ``L.Trainer`` is ``lightning.pytorch.Trainer``). Their classes are distinct objects: a
+``pytorch_lightning.Callback`` is not a ``lightning.pytorch.Callback``. ``lightning.pytorch.Trainer`` calls the hooks
+of its callbacks by name, so a callback of the other package runs, but every *type* test fails:
+
+* ``lightning.pytorch.cli.LightningCLI`` (jsonargparse) rejects ``class_path: lightning_efficient.ChannelsLast``
+  under ``trainer.callbacks`` ("does not correspond to a subclass of Callback") and does not add a callback given
+  with ``add_lightning_class_args`` to the Trainer;
+* ``L.Trainer(callbacks=ChannelsLast())`` (one callback, not a list) is not recognised as a callback.
+
+:class:`Callback` therefore subclasses ``pytorch_lightning.Callback`` and, where the ``lightning`` package is
+installed, ``lightning.pytorch.Callback`` as well, so each callback of this package is an instance of both and works
+the same under either Trainer. :data:`LIGHTNING_PACKAGES` lists the Lightning packages found (``recipe()`` accepts the
+arguments of either package's ``Trainer``).
+
+Importing ``lightning.pytorch`` here leaves Lightning's logging as ``pytorch_lightning`` set it (both packages route
+``rank_zero_info`` through one shared ``lightning_utilities`` logger, which the last import redirects). If the
+``lightning`` package is installed but cannot be imported, a ``UserWarning`` says why and the callbacks work with
+``pytorch_lightning`` only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import warnings
+from types import ModuleType
+
+import lightning_utilities.core.rank_zero as _rank_zero
+import pytorch_lightning
+
+__all__ = ["LIGHTNING_PACKAGES", "Callback"]
+
+
+def _unified_lightning() -> ModuleType | None:
+    """``lightning.pytorch`` if the ``lightning`` package is installed and importable, else ``None``."""
+    try:
+        if importlib.util.find_spec("lightning") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    # Both packages set the module-level logger and deprecation category of lightning_utilities' rank_zero helpers
+    # when imported; keep the ones in place (pytorch_lightning's, or those of a `lightning` imported before us).
+    saved = {name: getattr(_rank_zero, name, None) for name in ("log", "rank_zero_deprecation_category")}
+    try:
+        return importlib.import_module("lightning.pytorch")
+    except Exception as err:  # noqa: BLE001 - a broken optional install must not break this package
+        warnings.warn(
+            f"lightning_efficient: the `lightning` package is installed but `import lightning.pytorch` failed "
+            f"({type(err).__name__}: {err}); the callbacks work with `pytorch_lightning` only. Reinstall `lightning` "
+            "in a version matching torch, or uninstall it.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return None
+    finally:
+        for name, value in saved.items():
+            if value is not None:
+                setattr(_rank_zero, name, value)
+
+
+_UNIFIED = _unified_lightning()
+
+#: The Lightning packages whose Trainer runs this package's callbacks: ``pytorch_lightning`` and, where installed,
+#: ``lightning.pytorch``.
+LIGHTNING_PACKAGES: tuple[ModuleType, ...] = (pytorch_lightning,) + ((_UNIFIED,) if _UNIFIED is not None else ())
+
+
+class Callback(*(package.Callback for package in LIGHTNING_PACKAGES)):  # type: ignore[misc]
+    """Base class of this package's callbacks: a ``pytorch_lightning.Callback`` and, where the ``lightning`` package
+    is installed, a ``lightning.pytorch.Callback`` (see the module docstring). Adds no behaviour."""
+
