@@ -407,8 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     if torch.cuda.is_available() and not args.dry_run:
         print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
               f"cuDNN {torch.backends.cudnn.version()}, pytorch_lightning {pl.__version__}", flush=True)
+    from lightning_efficient.app.quiet import quiet_lightning
+
     start = time.perf_counter()
-    status = Suite(args).run(parts)
+    with quiet_lightning():  # Lightning's tips and known-harmless warnings, not once per fit
+        status = Suite(args).run(parts)
     print(f"GPU suite: {'OK' if status == 0 else 'FAILED'} in {time.perf_counter() - start:.0f} s", flush=True)
     print(json.dumps({"status": status}))
     return status

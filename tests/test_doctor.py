@@ -34,8 +34,9 @@ def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "cpu_flags", lambda: frozenset({"avx2", "sse4_2"}))
     monkeypatch.setattr(decode, "pil_flavour", lambda: "Pillow 13.0.0")
     pil = {f.practice: f for f in diagnose()}["PIL"]
-    assert doctor.PILLOW_SIMD_INSTALL == (
-        'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-binary :all: pillow-simd'
+    assert doctor.PILLOW_SIMD_INSTALL == (  # the README's Pillow-SIMD section gives the same command
+        'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-cache-dir --force-reinstall --no-binary :all: '
+        "pillow-simd"
     )
     assert doctor.PILLOW_SIMD_INSTALL in pil.advice
     assert main(["doctor"]) == 0

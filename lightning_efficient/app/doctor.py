@@ -11,7 +11,10 @@ from lightning_efficient.precision import cpu_flags, explain_precision
 #: The commands that replace stock Pillow by Pillow-SIMD built for AVX2 (PyPI has only its sdist: it needs a C
 #: compiler and the libjpeg/zlib headers, e.g. ``apt-get install build-essential libjpeg-dev zlib1g-dev``; a later
 #: ``pip install pillow`` silently puts stock Pillow back).
-PILLOW_SIMD_INSTALL = 'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-binary :all: pillow-simd'
+PILLOW_SIMD_INSTALL = (
+    'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-cache-dir --force-reinstall --no-binary :all: '
+    "pillow-simd"
+)
 
 
 def _version(module: str) -> str | None:
@@ -81,7 +84,7 @@ def diagnose() -> list[Check]:
             ""
             if simd or not avx2
             else f"for faster resizes: {PILLOW_SIMD_INSTALL}  (needs a C compiler and the libjpeg and zlib "
-            "headers, e.g. apt-get install build-essential libjpeg-dev zlib1g-dev)",
+            "headers, e.g. apt-get install build-essential libjpeg62-turbo-dev zlib1g-dev on Debian)",
         )
     )
     choice = explain_precision()

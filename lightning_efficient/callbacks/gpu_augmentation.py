@@ -146,11 +146,12 @@ class GPUAugmentation(Callback):
         TypeError: ``augmentation`` neither a string nor callable; images not ``uint8``/floating.
 
     Warns:
-        UserWarning, once per ``setup``, when the first batch holds float images clearly outside ``[0, 1]``
+        UserWarning, once per ``setup``, when the first training batch or the first batch of the other stages
+        (e.g. the sanity check's) holds float images clearly outside ``[0, 1]``
         (beyond :data:`~lightning_efficient.functional.augment.convert.UNIT_RANGE_TOLERANCE`): images the
         dataset normalised already (they would be normalised twice, and the augmentations clamp to ``[0, 1]``),
-        floats in 0-255 units, or noise. The message names the range and the fix. Only that first batch is
-        read back to the host (one synchronisation); later batches are not checked and cost nothing extra.
+        floats in 0-255 units, or noise. The message names the range and the fix. Only those two first batches
+        are read back to the host (one synchronisation each); later batches are not checked and cost nothing.
         ``uint8`` batches are never read.
 
     Example::
@@ -196,7 +197,8 @@ class GPUAugmentation(Callback):
         self._pending_states: dict[str, Tensor] = {}
         self._dtype_of: tuple[Any, torch.dtype] = (None, torch.float32)  # (precision plugin, its input dtype)
         self._logged = False
-        self._input_checked = False  # the first batch's value range (one host read per setup)
+        # value range of the first augmented (training) batch and of the first other one: <= 2 host reads per setup
+        self._input_checked: dict[bool, bool] = {}  # augment flag -> whether that check warned
 
     # ---------------------------------------------------------------------------------------------- Lightning
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
@@ -205,7 +207,7 @@ class GPUAugmentation(Callback):
         self._base_seed = (int(base) * _SEED_MIX + 1_000_003 * (trainer.global_rank + 1)) % (2**63)
         self._generators = {}
         self._logged = False
-        self._input_checked = False
+        self._input_checked = {}
         self._owner = add_stage(trainer, pl_module, _NAME, self._transform, "augment")  # a BatchPipeline
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
@@ -281,15 +283,15 @@ class GPUAugmentation(Callback):
                 tensor.
 
         Warns:
-            UserWarning: on the first call after ``setup``, float images clearly outside ``[0, 1]`` (see the
-                class's *Warns*).
+            UserWarning: on the first call after ``setup`` with this ``augment`` value, float images clearly
+                outside ``[0, 1]`` (see the class's *Warns*).
         """
         with torch.no_grad():
             images = self._get(batch, self.image_key, "image_key")
             masks = self._get(batch, self.mask_key, "mask_key") if self.mask_key is not None else None
-            if not self._input_checked:
-                self._input_checked = True
-                self._check_value_range(images)
+            # the first training batch, and the first of the others, until one of them warned
+            if augment not in self._input_checked and True not in self._input_checked.values():
+                self._input_checked[augment] = self._check_value_range(images)
             x = to_float(images)
             if augment and self._augment is not None:
                 g = self.generator(x.device)
@@ -318,13 +320,14 @@ class GPUAugmentation(Callback):
                 batch = replace_entry(batch, self.mask_key, masks)
             return batch
 
-    def _check_value_range(self, images: Tensor) -> None:
-        """Warn (once) when float images are clearly not in ``[0, 1]``; one host read, of this batch only."""
+    def _check_value_range(self, images: Tensor) -> bool:
+        """Warn when float images are clearly not in ``[0, 1]`` (returns whether it warned); one host read, of
+        this batch only."""
         if self._augment is None and self.mean is None:
-            return  # nothing here assumes [0, 1]: the batch is only cast
+            return False  # nothing here assumes [0, 1]: the batch is only cast
         problem = unit_range_problem(images)
         if problem is None:
-            return
+            return False
         consequence = []
         if self.mean is not None:
             consequence.append(f"normalised a second time with mean={self.mean}, std={self.std}")
@@ -338,6 +341,7 @@ class GPUAugmentation(Callback):
             "(`ToTensor()` / divide by 255) and normalise only here with `mean=`/`std=`; or, to keep the dataset's "
             "normalisation, drop `mean`/`std` and `augmentation` from GPUAugmentation."
         )
+        return True
 
     def _get(self, batch: Any, key: Union[int, str], what: str) -> Tensor:
         """The tensor at ``key`` (``what``: ``"image_key"`` or ``"mask_key"``); a bare tensor batch is the images."""

@@ -174,3 +174,18 @@ def test_statistics_in_unit_range_are_accepted():
     GPUAugmentation(mean=IMAGENET_MEAN, std=IMAGENET_STD)
     GPUAugmentation(mean=(0.5,), std=(0.5,))
     GPUAugmentation(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
+
+
+def test_normalised_training_data_warns_even_after_a_clean_sanity_check():
+    """The sanity check's validation batch (uint8 here) must not use up the check of the training batches."""
+
+    class CleanVal(Model):
+        def val_dataloader(self):
+            return DataLoader(Images(INPUTS["uint8"][0]()), batch_size=2)
+
+    cb = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD, seed=0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        trainer = pl.Trainer(max_epochs=1, callbacks=[cb], limit_val_batches=1, **TRAINER_KW)
+        trainer.fit(CleanVal(INPUTS["normalised"][0]()))
+    assert len(_range_warnings(record)) == 1
