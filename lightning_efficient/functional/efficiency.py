@@ -3,14 +3,16 @@
 The callback :class:`~lightning_efficient.EfficiencyReport` feeds :class:`StepTimer` from Lightning's hooks and
 builds the checklist with :func:`checklist`; both are plain Python and tested on their own.
 
-Definitions (per optimizer-loop iteration, i.e. per training batch):
+Definitions (per training batch; the exact marks and clocks are in :mod:`lightning_efficient.functional.timing`):
 
-- *data wait*: host seconds from the end of the previous training batch (or the start of the epoch) until the
-  batch is on the device, less the time of on-device batch transforms (``GPUAugmentation``, ``ChannelsLast``);
-  this is the time the accelerator idles for the DataLoader (fetch, collate, host-to-device copy).
-- *device transforms*: host seconds in the transforms this package chains into ``on_after_batch_transfer``.
-- *compute*: host seconds from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward,
-  optimizer step). On CUDA the callback synchronizes at the end of each batch so that this is real GPU time.
+- *data wait*: seconds from the end of the previous training batch (or the start of the epoch, or the end of a
+  validation run) until ``on_train_batch_start``, less the on-device transforms; the time the accelerator idles
+  for the DataLoader (fetch, collate, host-to-device copy).
+- *device transforms*: seconds in the :class:`~lightning_efficient.pipeline.BatchPipeline` stages (GPUDecode,
+  GPUAugmentation, ChannelsLast).
+- *compute*: seconds from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward, optimizer step).
+
+Host seconds on the CPU; on CUDA, device time read from CUDA events (no synchronisation during training).
 """
 
 from __future__ import annotations
