@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     if torch.cuda.is_available() and not args.dry_run:
         print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
               f"cuDNN {torch.backends.cudnn.version()}, pytorch_lightning {pl.__version__}", flush=True)
-    from lightning_efficient.app.quiet import quiet_lightning
+    from lightning_efficient.quiet import quiet_lightning
 
     start = time.perf_counter()
     with quiet_lightning():  # Lightning's tips and known-harmless warnings, not once per fit

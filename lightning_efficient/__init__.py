@@ -19,6 +19,8 @@ Public API:
 - :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
 - :func:`recommended_precision`: Lightning's precision string for this hardware.
 - :func:`recipe`: ``Trainer`` keyword arguments with all of the above.
+- :func:`tune` / :class:`TuneResult`: measure which settings (precision, channels_last, torch.compile,
+  ``num_workers``) train your model fastest here; ``recipe(tune=result)`` applies the choice.
 """
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast
@@ -34,6 +36,8 @@ from lightning_efficient.functional.schedules import plot_schedule, register_sch
 from lightning_efficient.pipeline import BatchPipeline, get_pipeline
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
+from lightning_efficient.functional.tuning import TuneResult
+from lightning_efficient.tuner import tune
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 
@@ -48,6 +52,7 @@ __all__ = [
     "IMAGENET_STD",
     "ImageDecodeError",
     "StepwiseLR",
+    "TuneResult",
     "explain_precision",
     "get_pipeline",
     "pil_flavour",
@@ -57,6 +62,7 @@ __all__ = [
     "recommended_precision",
     "register_schedule",
     "suggest_loader_kwargs",
+    "tune",
     "uint8_collate",
     "warmup_cosine",
     "__version__",

@@ -19,11 +19,12 @@ def recipe(
     *,
     precision: Optional[str] = None,
     accelerator: str = "auto",
-    channels_last: bool = True,
+    channels_last: Optional[bool] = None,
     stepwise_lr: bool = True,
     efficiency_report: bool = True,
     augmentation: Union[None, str, Any] = None,
     callbacks: Sequence[Callback] = (),
+    tune: Any = None,
     **trainer_kwargs: Any,
 ) -> dict[str, Any]:
     """Keyword arguments for ``Trainer(**recipe())``: precision and the callbacks of this package.
@@ -37,13 +38,19 @@ def recipe(
     :class:`~lightning_efficient.EfficiencyReport`; augmentation on the device is opt-in because it changes
     what the model sees (pass ``augmentation="trivial_augment"`` or a :class:`GPUAugmentation`).
 
+    With ``tune=`` the result of :func:`~lightning_efficient.tune`, the precision and ``ChannelsLast`` are the
+    measured choice instead of the hardware's rule (compiling and ``num_workers`` are applied to the model and
+    loader: ``result.prepare_model(model)``, ``result.dataloader(loader)``).
+
     Args:
-        precision: Lightning precision string; default: recommended for ``accelerator``.
+        precision: Lightning precision string; default: ``tune``'s choice, else recommended for ``accelerator``.
         accelerator: passed to :func:`recommended_precision` and, unless ``"auto"``, to the Trainer.
-        channels_last, stepwise_lr, efficiency_report: include that callback.
+        channels_last: include :class:`ChannelsLast`; default: ``tune``'s choice, else ``True``.
+        stepwise_lr, efficiency_report: include that callback.
         augmentation: None, a preset name or module for :class:`GPUAugmentation`, or a ready
             :class:`GPUAugmentation` instance.
         callbacks: your own callbacks (of either Lightning package), kept first, in order.
+        tune: a :class:`~lightning_efficient.TuneResult`, whose measured choice sets the defaults above.
         **trainer_kwargs: any other ``Trainer`` argument (e.g. ``max_epochs=10``), passed through.
 
     Returns:
@@ -52,10 +59,12 @@ def recipe(
     Raises:
         TypeError: a keyword that no installed Lightning ``Trainer`` takes (the message names the close ones).
         ValueError: an unknown accelerator name.
+        TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`.
 
     Example::
 
         trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=tune(model, loader, max_epochs=10)))
     """
     valid = {
         name for package in LIGHTNING_PACKAGES for name in inspect.signature(package.Trainer.__init__).parameters
@@ -67,6 +76,14 @@ def recipe(
         hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
         text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
         raise TypeError(f"recipe(): Trainer takes no argument {text}.")
+    if tune is not None:
+        if not all(hasattr(tune, a) for a in ("recipe_kwargs", "chosen")):
+            raise TypeError(f"recipe(tune=...): expected the TuneResult that tune() returns, got {type(tune).__name__}.")
+        tuned = tune.recipe_kwargs()
+        precision = tuned["precision"] if precision is None else precision
+        channels_last = tuned["channels_last"] if channels_last is None else channels_last
+    if channels_last is None:
+        channels_last = True
     out: dict[str, Any] = dict(trainer_kwargs)
     out["precision"] = precision if precision is not None else recommended_precision(accelerator)
     if accelerator != "auto":
@@ -79,6 +96,6 @@ def recipe(
     if stepwise_lr:
         cbs.append(StepwiseLR())
     if efficiency_report:
-        cbs.append(EfficiencyReport())
+        cbs.append(EfficiencyReport(tuned=tune is not None))
     out["callbacks"] = cbs
     return out

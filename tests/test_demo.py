@@ -126,14 +126,28 @@ def test_digits_fallback_is_a_real_imagefolder(tmp_path):
         assert img.size == (32, 32) and img.mode == "RGB"
 
 
-def test_format_table_has_ratios():
+def test_format_table_has_ratios_and_time_to_the_baselines_top1():
     base = dict(wall_time_s=100.0, images_per_s=50.0, data_wait_share=0.5, val_top1=0.4, peak_memory_mb=1000.0,
-                precision="32-true")
+                precision="32-true", top1_curve=[(40.0, 0.2), (70.0, 0.35), (100.0, 0.4)])
     eff = dict(wall_time_s=50.0, images_per_s=125.0, data_wait_share=0.1, val_top1=0.42, peak_memory_mb=900.0,
-               precision="bf16-mixed")
-    table = format_table({"baseline": base, "efficient": eff})
-    assert "2.50x" in table and "0.50x" in table and "bf16-mixed" in table
-    assert len(table.splitlines()) == 7
+               precision="bf16-mixed", top1_curve=[(15.0, 0.3), (30.0, 0.41), (50.0, 0.42)])
+    results = {"baseline": base, "efficient": eff}
+    demo.add_time_to_target(results)
+    assert base["time_to_target_s"] == 100.0 and eff["time_to_target_s"] == 30.0  # first validation >= 0.4
+    table = format_table(results)
+    assert "2.50x" in table and "0.50x" in table and "0.30x" in table and "bf16-mixed" in table
+    assert len(table.splitlines()) == 8
+    eff["top1_curve"] = [(15.0, 0.3)]
+    demo.add_time_to_target(results)
+    assert "not reached" in format_table(results)
+
+
+def test_plot_curves_writes_a_png(tmp_path):
+    side = dict(val_top1=0.4, precision="32-true", top1_curve=[(1.0, 0.2), (2.0, 0.4)])
+    path = tmp_path / "curves.png"
+    demo.plot_curves({"baseline": side, "efficient": dict(side, top1_curve=[(0.5, 0.3), (1.0, 0.45)])}, str(path), "t")
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.width > 300
 
 
 @pytest.mark.slow
@@ -141,10 +155,13 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
     out = tmp_path / "demo.json"
     cmd = [sys.executable, "-m", "lightning_efficient", "demo", "--data", str(hymenoptera), "--train-images", "48",
            "--val-images", "16", "--image-size", "32", "--batch-size", "16", "--epochs", "1", "--workers", "1",
-           "--no-progress", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+           "--no-progress", "--out", str(out), "--plot", str(tmp_path / "curves.png")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=420)  # ~80 s alone on 2 cores
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "efficient/baseline" in proc.stdout and "val top-1" in proc.stdout
+    assert "worth measuring" not in proc.stdout.split("[efficient]")[1].split("ResNet-18 on")[0]  # tuned: no pointer
+    assert "time to baseline's final top-1" in proc.stdout and "tune() took" in proc.stdout
+    assert (tmp_path / "curves.png").stat().st_size > 0
     payload = json.loads(out.read_text())
     assert payload["train_images"] == 48 and payload["val_images"] == 16
     for side in ("baseline", "efficient"):
@@ -153,6 +170,11 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
         assert 0 <= r["data_wait_share"] <= 1
     assert payload["results"]["baseline"]["precision"] == "32-true"
     assert set(payload["ratios"]) >= {"wall_time_s", "images_per_s", "val_top1"}
+    for side in ("baseline", "efficient"):  # one validation per epoch, the last one is the final top-1
+        curve = payload["results"][side]["top1_curve"]
+        assert len(curve) == 1 and curve[-1][1] == pytest.approx(payload["results"][side]["val_top1"])
+    tuned = payload["results"]["efficient"]["tuned"]
+    assert tuned["chosen"].startswith(payload["results"]["efficient"]["precision"]) and tuned["tuning_s"] > 0
 
 
 # ------------------------------------------------------------------------------- fallback data and --help (#12)
@@ -175,7 +197,7 @@ def _record_run_demo(monkeypatch) -> list:
     """Replace the training by a recorder of the crop size it would use and the size of the images written."""
     seen: list = []
 
-    def fake_run_demo(cfg, out=None, reports=True):
+    def fake_run_demo(cfg, out=None, reports=True, plot=None):
         with Image.open(next(Path(cfg.data).rglob("*.png"))) as img:
             seen.append((cfg.image_size, img.size))
         return {}
@@ -184,7 +206,7 @@ def _record_run_demo(monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.parametrize(("args", "size"), [((), 32), (("--image-size", "48"), 48)])
+@pytest.mark.parametrize(("args", "size"), [((), 112), (("--image-size", "48"), 48)])
 def test_digits_fallback_honours_image_size_and_says_it(monkeypatch, capsys, args, size):
     pytest.importorskip("sklearn")
     seen = _record_run_demo(monkeypatch)
@@ -236,4 +258,4 @@ def test_help_says_what_each_default_means(capsys):
     assert "'auto' (default) = one per CPU core, less one" in text
     assert "0 = load in the main process" in text
     assert "default 0 = one per CPU core" not in text
-    assert "112 with --data" in text and "32 with scikit-learn's digits" in text
+    assert "default 112; scikit-learn's digits" in text and "written as PNGs of this size" in text

@@ -296,7 +296,7 @@ class _Records(logging.Handler):
 
 def _fit_and_listen(pkg, quiet: bool):
     """Build a Trainer and fit (the tip is logged at construction, the LeafSpec warning at fit); what came out."""
-    from lightning_efficient.app.quiet import LIGHTNING_LOGGERS, quiet_lightning
+    from lightning_efficient.quiet import LIGHTNING_LOGGERS, quiet_lightning
     from lightning_utilities.core import rank_zero
 
     records = _Records()

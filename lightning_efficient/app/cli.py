@@ -1,4 +1,5 @@
-"""``lightning-efficient`` command line: ``demo`` (the main job) and ``doctor`` (environment check)."""
+"""``lightning-efficient`` command line: ``demo`` (the main job), ``tune`` (measure the practices for a torchvision
+model here) and ``doctor`` (environment check)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="train ResNet-18 twice (plain Lightning vs recipe()) and print a side-by-side table",
         description="Train the same ResNet-18 twice, same seed and epochs: plain Lightning (32-true, NCHW, "
-        "per-epoch LR, per-image CPU augmentation) vs recipe() (mixed precision, channels_last, per-step LR, "
-        "uint8 FastImageFolder, augmentation on the device). Prints wall time, images/s, data-wait share, "
-        "val top-1, peak memory and ratios. Full length on Imagenette: "
+        "per-epoch LR, per-image CPU augmentation) vs recipe() as tune() chooses it here (precision, "
+        "channels_last and num_workers measured first; per-step LR, uint8 FastImageFolder, augmentation on the "
+        "device). Validates every epoch; prints wall time, time to the baseline's final top-1, images/s, "
+        "data-wait share, val top-1, peak memory and ratios. Full length on Imagenette: "
         "--train-images 0 --val-images 0 --image-size 224 --epochs 16",
     )
     demo.add_argument("--data", default=None, help="ImageFolder root with train/ and val/ "
@@ -63,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--val-images", type=_non_negative_int, default=500,
                       help="class-balanced validation subset, 0 = all (default 500)")
     demo.add_argument("--image-size", type=_positive(int), default=None,
-                      help="side of the square crops in pixels (default: 112 with --data; 32 with scikit-learn's "
-                      "digits, 8x8-pixel scans written as PNGs of this size)")
+                      help="side of the square crops in pixels (default 112; scikit-learn's digits, 8x8-pixel "
+                      "scans, are written as PNGs of this size)")
     demo.add_argument("--batch-size", type=_positive(int), default=32, help="images per batch (default 32)")
     demo.add_argument("--workers", type=_workers, default=None, metavar="{auto,N}",
                       help="DataLoader worker processes per run: 'auto' (default) = one per CPU core, less one "
@@ -74,6 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
     demo.add_argument("--no-reports", action="store_true", help="do not print the two efficiency reports")
+    demo.add_argument("--plot", default=None, metavar="FILE.png",
+                      help="write val top-1 against wall-clock seconds of both sides to this PNG")
+    demo.add_argument("--no-tune", action="store_true",
+                      help="efficient side: recipe()'s defaults instead of the settings tune() measures first")
+    tune = sub.add_parser(
+        "tune",
+        help="measure which settings (precision, channels_last, torch.compile, num_workers) train a torchvision "
+        "model fastest on this machine",
+        description="Run lightning_efficient.tune() for a torchvision model by name: short fits of each setting "
+        "(precision, channels_last, torch.compile, num_workers) on synthetic input (or --data), one factor at a time, keeping a change only if it beats the noise of "
+        "repeated timing windows. Prints the table and the recipe() arguments to use.",
+    )
+    tune.add_argument("--model", default="resnet50", help="torchvision model name (default resnet50)")
+    tune.add_argument("--image-size", type=_positive(int), default=224, help="input side in pixels (default 224)")
+    tune.add_argument("--batch-size", type=_positive(int), default=64, help="images per batch (default 64)")
+    tune.add_argument("--data", default=None, help="ImageFolder root (its train/ split if present); default: "
+                      "synthetic input (one random batch, repeated)")
+    tune.add_argument("--workers", type=_workers, default=None, metavar="{auto,N}",
+                      help="num_workers of the loader as given with --data (default auto); tune() also tries others")
+    tune.add_argument("--precisions", nargs="+", default=None, metavar="P",
+                      help="precisions to try (default: those this hardware runs natively)")
+    tune.add_argument("--compile", dest="compile", action="store_true", default=None,
+                      help="also measure torch.compile (default: on CUDA only)")
+    tune.add_argument("--no-compile", dest="compile", action="store_false", help="never measure torch.compile")
+    tune.add_argument("--planned-steps", type=_positive(int), default=None,
+                      help="optimizer steps of your real run, to amortise compile time (default: not amortised)")
+    tune.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...) (default auto)")
+    tune.add_argument("--steps", type=_positive(int), nargs=3, default=(2, 2, 3),
+                      metavar=("WARMUP", "WINDOW", "REPEATS"),
+                      help="warm-up steps, steps per timed window, timed windows (default 2 2 3)")
+    tune.add_argument("--out", default=None, help="write the result as JSON to this file")
     sub.add_parser(
         "doctor",
         help="check the environment (torch/CUDA/cuDNN, bf16, AMX, kornia, PIL flavour, cores) and say what to use",
@@ -90,15 +123,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfg = DemoConfig(
             data=args.data or "", epochs=args.epochs, train_images=args.train_images, val_images=args.val_images,
             image_size=args.image_size, batch_size=args.batch_size, workers=args.workers, lr=args.lr,
-            seed=args.seed, progress=not args.no_progress,
+            seed=args.seed, progress=not args.no_progress, tune=not args.no_tune,
         )
         try:
-            run_demo_with_fallback(cfg, args.out, reports=not args.no_reports)
+            run_demo_with_fallback(cfg, args.out, reports=not args.no_reports, plot=args.plot)
         except DemoError as e:
             print(f"lightning-efficient demo: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
+            return 130
+    elif args.command == "tune":
+        from lightning_efficient.app.tune_cli import TuneCliError, run
+        from lightning_efficient.quiet import quiet_lightning
+
+        try:
+            with quiet_lightning():
+                run(args.model, image_size=args.image_size, batch_size=args.batch_size, data=args.data,
+                    workers=args.workers, precisions=args.precisions, compile=args.compile,
+                    planned_steps=args.planned_steps, accelerator=args.accelerator, out=args.out,
+                    steps=tuple(args.steps))
+        except TuneCliError as e:
+            print(f"lightning-efficient tune: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("lightning-efficient tune: interrupted", file=sys.stderr)
             return 130
     elif args.command == "doctor":
         from lightning_efficient.app.doctor import report

@@ -2,9 +2,10 @@
 
 *baseline*: ``32-true``, NCHW, LR schedule stepped per epoch, torchvision ``RandomResizedCrop`` +
 ``TrivialAugmentWide`` + ``ToTensor`` per image in CPU DataLoader workers.
-*efficient*: :func:`~lightning_efficient.recipe` (recommended precision, ChannelsLast, StepwiseLR,
-EfficiencyReport), :class:`~lightning_efficient.FastImageFolder` feeding ``uint8`` batches, TrivialAugment
-per sample on the device (:class:`~lightning_efficient.GPUAugmentation`).
+*efficient*: :func:`~lightning_efficient.recipe` as :func:`~lightning_efficient.tune` chose it for this model,
+data and machine (precision, ChannelsLast and ``num_workers`` measured, not assumed; StepwiseLR,
+EfficiencyReport), :class:`~lightning_efficient.FastImageFolder` feeding ``uint8`` batches, TrivialAugment per
+sample on the device (:class:`~lightning_efficient.GPUAugmentation`). Its wall time includes the tuning.
 
 Same seed, same images (the same subset of the same ImageFolder order), same epochs, same model, optimizer and
 schedule. Each run happens in its own process (so peak memory is its own); the parent prints one table.
@@ -28,9 +29,10 @@ from typing import Any, Optional
 from lightning_efficient.data import samples
 from lightning_efficient.data.samples import balanced_subset
 
-#: ``--image-size`` when not given: with ``--data``, and for scikit-learn's digits (8x8 scans: 32 px is plenty).
+#: ``--image-size`` when not given, with ``--data`` and for scikit-learn's digits (8x8 scans upsampled to it, so
+#: that the demo's images are as large in pixels as real ones and the practices matter).
 DEFAULT_IMAGE_SIZE = 112
-DIGITS_IMAGE_SIZE = 32
+DIGITS_IMAGE_SIZE = DEFAULT_IMAGE_SIZE
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -48,7 +50,7 @@ class DemoConfig:
         epochs: training epochs.
         train_images, val_images: images taken from each split (a seeded, class-balanced subset; 0 = all).
         image_size: side of the square training/validation crops, pixels; ``None``: :data:`DEFAULT_IMAGE_SIZE`
-            (112) for ``data``, :data:`DIGITS_IMAGE_SIZE` (32) for the scikit-learn digits fallback.
+            (112), also for the scikit-learn digits fallback (written as PNGs of this size).
         batch_size: images per batch.
         workers: DataLoader worker processes per run, as ``DataLoader(num_workers=...)`` (0: load in the main
             process); ``None`` ("auto"): :func:`~lightning_efficient.suggest_loader_kwargs`'s choice (one per CPU
@@ -56,6 +58,9 @@ class DemoConfig:
         lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup from
             0.1x, then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
         seed: seed for the subset, the model initialisation, shuffling and augmentation.
+        progress: show Lightning's progress bars.
+        tune: the efficient side runs :func:`~lightning_efficient.tune` first and trains with its choice
+            (``False``: ``recipe()``'s defaults).
     """
 
     data: str
@@ -68,6 +73,7 @@ class DemoConfig:
     lr: float = 0.025
     seed: int = 0
     progress: bool = True
+    tune: bool = True
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -178,6 +184,21 @@ def make_classifier(num_classes: int, lr: float, epochs: int) -> Any:
     return ImageClassifier()
 
 
+def top1_curve_callback(start: float) -> Any:
+    """A callback recording ``(seconds since start, val/top1)`` after every validation run, in ``.points``."""
+    import pytorch_lightning as pl
+
+    class Top1Curve(pl.Callback):
+        def __init__(self) -> None:
+            self.points: list[tuple[float, float]] = []
+
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            if not trainer.sanity_checking and "val/top1" in trainer.callback_metrics:
+                self.points.append((time.perf_counter() - start, float(trainer.callback_metrics["val/top1"])))
+
+    return Top1Curve()
+
+
 def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]) -> dict[str, Any]:
     """Train one side (``"baseline"`` or ``"efficient"``) in this process; returns its figures."""
     import pytorch_lightning as pl
@@ -192,6 +213,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         FastImageFolder,
         GPUAugmentation,
         recipe,
+        tune,
         uint8_collate,
     )
 
@@ -232,17 +254,30 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         enable_model_summary=False, enable_progress_bar=cfg.progress, num_sanity_val_steps=0,
         deterministic=False,
     )
+    model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs)
+    start = time.perf_counter()
+    curve = top1_curve_callback(start)
+    tuned: dict[str, Any] = {}
     if kind == "baseline":
-        trainer = pl.Trainer(precision="32-true", callbacks=[report], **common)
+        trainer = pl.Trainer(precision="32-true", callbacks=[report, curve], **common)
     else:
         augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
-        trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report], **common))
-    model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs)
+        result = None
+        if cfg.tune:
+            if cfg.progress:
+                print("\n== efficient: tune() measures precision, channels_last and num_workers first ...", flush=True)
+            result = tune(model, train_loader, verbose=False, callbacks=[augment], **common)
+            report.tuned = True  # the report then does not point to tune() for these settings
+            train_loader = result.dataloader(train_loader)
+            model = result.prepare_model(model)
+            tuned = {"tuning_s": result.tuning_s, "chosen": result.chosen.label(), "reasons": result.reasons,
+                     "table": result.table(), "speedup": result.speedup}
+        trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report, curve],
+                                      tune=result, **common))
     if cfg.progress:
         print(f"\n== {kind}: precision={trainer.precision}, "
               f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
               flush=True)
-    start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader)
     wall = time.perf_counter() - start
     figures = report.summary()
@@ -255,6 +290,8 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         "peak_memory_mb": figures["peak_memory_mb"],
         "precision": str(trainer.precision),
         "report": report.report(),
+        "tuned": tuned,
+        "top1_curve": curve.points,
     }
 
 
@@ -269,7 +306,7 @@ def resolve_workers(workers: Optional[int]) -> int:
 
 
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
-    from lightning_efficient.app.quiet import quiet_lightning
+    from lightning_efficient.quiet import quiet_lightning
 
     try:
         with quiet_lightning():  # Lightning's tips and known-harmless warnings: not for the demo's table
@@ -304,11 +341,47 @@ def _run_in_subprocess(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx
 # --------------------------------------------------------------------------------------------- the table
 ROWS = (
     ("wall time", "wall_time_s", "{:.1f} s", "lower"),
+    ("time to baseline's final top-1", "time_to_target_s", "{:.1f} s", "lower"),
     ("training throughput", "images_per_s", "{:.1f} images/s", "higher"),
     ("waiting for data", "data_wait_share", "{:.1%} of step", "lower"),
     ("val top-1", "val_top1", "{:.1%}", "higher"),
     ("peak memory (RSS/CUDA)", "peak_memory_mb", "{:.0f} MiB", "lower"),
 )
+
+
+def time_to_top1(curve: list[tuple[float, float]], target: float) -> float:
+    """Seconds until the first validation with top-1 >= ``target`` (NaN if never): a validation-time resolution."""
+    return next((t for t, top1 in curve if top1 >= target), math.nan)
+
+
+def add_time_to_target(results: dict[str, dict[str, Any]]) -> None:
+    """Set ``time_to_target_s`` on both sides: seconds to reach the baseline's final top-1 (its last validation)."""
+    target = results["baseline"]["val_top1"]
+    for side in results.values():
+        side["time_to_target_s"] = time_to_top1(side.get("top1_curve", []), target)
+
+
+def plot_curves(results: dict[str, dict[str, Any]], path: str, title: str) -> None:
+    """Top-1 against wall-clock seconds for both sides, with the baseline's final top-1 as a line, to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for kind, style in (("baseline", "o-"), ("efficient", "s-")):
+        pts = results[kind].get("top1_curve", [])
+        if pts:
+            ax.plot([t for t, _ in pts], [100 * a for _, a in pts], style, label=f"{kind} ({results[kind]['precision']})")
+    ax.axhline(100 * results["baseline"]["val_top1"], color="grey", ls=":", lw=1, label="baseline's final top-1")
+    ax.set_xlabel("wall-clock seconds (from the start of the run, tuning included)")
+    ax.set_ylabel("val top-1 (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:
@@ -319,7 +392,8 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
     for label, key, fmt, _ in ROWS:
         vb, ve = b[key], e[key]
         ratio = ve / vb if vb and not math.isnan(vb) and not math.isnan(ve) else math.nan
-        rows.append((label, fmt.format(vb), fmt.format(ve), "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"))
+        text = lambda v: "not reached" if isinstance(v, float) and math.isnan(v) else fmt.format(v)  # noqa: E731
+        rows.append((label, text(vb), text(ve), "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     line = lambda r: "  ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
@@ -328,10 +402,13 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join([line(rows[0]), sep] + [line(r) for r in rows[1:]])
 
 
-def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -> dict[str, Any]:
+def run_demo(
+    cfg: DemoConfig, out: Optional[str] = None, reports: bool = True, plot: Optional[str] = None
+) -> dict[str, Any]:
     """Validate the data, train baseline then efficient (each in a fresh process), print the table.
 
-    Returns the JSON-able results (also written to ``out`` when given).
+    Returns the JSON-able results (also written to ``out`` when given); with ``plot``, writes the top-1 against
+    wall-clock curves of both sides to that PNG file.
 
     Raises:
         DemoError: bad data (missing folder, no class folders, empty split, unreadable image).
@@ -364,7 +441,17 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
         f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
         f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader workers, seed {cfg.seed}):\n"
     )
+    add_time_to_target(results)
     print(format_table(results), flush=True)
+    tuned = results["efficient"].get("tuned") or {}
+    if tuned:
+        print(f"\nefficient side: tune() took {tuned['tuning_s']:.0f} s (inside its wall time) and chose "
+              f"{tuned['chosen']}:")
+        for reason in tuned["reasons"]:
+            print(f"  - {reason}")
+    if plot:
+        plot_curves(results, plot, f"ResNet-18, {root.name}, {len(train_idx)} train images, {cfg.image_size} px")
+        print(f"\nwrote {plot}")
     payload = {
         "config": asdict(cfg),
         "train_images": len(train_idx),
@@ -384,7 +471,9 @@ def run_demo(cfg: DemoConfig, out: Optional[str] = None, reports: bool = True) -
     return payload
 
 
-def run_demo_with_fallback(cfg: DemoConfig, out: Optional[str], reports: bool) -> dict[str, Any]:
+def run_demo_with_fallback(
+    cfg: DemoConfig, out: Optional[str], reports: bool, plot: Optional[str] = None
+) -> dict[str, Any]:
     """Like :func:`run_demo`; with ``cfg.data`` empty, first writes scikit-learn's digits to a temporary folder
     as ``cfg.image_size`` px PNGs (default :data:`DIGITS_IMAGE_SIZE`), and says so once they are written.
 
@@ -392,7 +481,7 @@ def run_demo_with_fallback(cfg: DemoConfig, out: Optional[str], reports: bool) -
         DemoError: as :func:`run_demo`, or (before anything is printed) scikit-learn is missing.
     """
     if cfg.data:
-        return run_demo(cfg, out, reports)
+        return run_demo(cfg, out, reports, plot)
     if cfg.image_size is None:
         cfg.image_size = DIGITS_IMAGE_SIZE
     tmp = tempfile.mkdtemp(prefix="lightning_efficient_digits_")
@@ -402,6 +491,6 @@ def run_demo_with_fallback(cfg: DemoConfig, out: Optional[str], reports: bool) -
             f"no --data given: using scikit-learn's digits (offline), written as {cfg.image_size} px PNGs to an "
             f"ImageFolder in {tmp}"
         )
-        return run_demo(cfg, out, reports)
+        return run_demo(cfg, out, reports, plot)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -20,6 +20,7 @@ from lightning_efficient.functional.efficiency import (
     StepTimer,
     checklist,
     process_rss_bytes,
+    tune_hints,
     verdict,
 )
 from lightning_efficient.functional.layout import is_channels_last
@@ -63,6 +64,8 @@ class EfficiencyReport(Callback):
         clock: ``"auto"`` (CUDA events on a CUDA device, host seconds otherwise), ``"host"``, ``"cuda"``, or a
             :class:`~lightning_efficient.functional.timing.Clock` object (e.g. ``CudaEventClock(HostEvent)`` to run
             the CUDA code path on a CPU).
+        tuned: the run's settings come from :func:`~lightning_efficient.tune` (``recipe(tune=...)`` sets it); if
+            not, the report points to ``tune()`` where a setting's effect depends on the model and hardware.
 
     Raises:
         ValueError: a negative ``log_every_n_steps`` or ``skip_first``, or an unknown ``clock``.
@@ -76,7 +79,12 @@ class EfficiencyReport(Callback):
     """
 
     def __init__(
-        self, log_every_n_steps: int = 50, skip_first: int = 2, verbose: bool = True, clock: Union[str, Clock] = "auto"
+        self,
+        log_every_n_steps: int = 50,
+        skip_first: int = 2,
+        verbose: bool = True,
+        clock: Union[str, Clock] = "auto",
+        tuned: bool = False,
     ) -> None:
         if not isinstance(log_every_n_steps, int) or log_every_n_steps < 0:
             raise ValueError(f"EfficiencyReport(log_every_n_steps={log_every_n_steps!r}): expected an int >= 0.")
@@ -92,10 +100,12 @@ class EfficiencyReport(Callback):
         self.skip_first = skip_first
         self.verbose = verbose
         self.clock = clock
+        self.tuned = tuned
         self.timer = StepTimer(skip_first=skip_first)
         self._timeline = StepTimeline(HostClock(), self.timer)
         self._figures: dict[str, Any] = {}
         self._checks: list[Check] = []
+        self._hints: list[str] = []
         self._pipeline: Any = None
         self._inputs_channels_last: Optional[bool] = None
         self._cuda = False
@@ -149,7 +159,9 @@ class EfficiencyReport(Callback):
         self._timeline.drain(block=True)
         self._detach()
         self._figures = self._gather(trainer, pl_module)
-        self._checks = checklist(self._facts(trainer, pl_module), self._figures["data_wait_share"])
+        facts = self._facts(trainer, pl_module)
+        self._checks = checklist(facts, self._figures["data_wait_share"])
+        self._hints = tune_hints(facts, self._figures["data_wait_share"])
         if self.verbose and trainer.is_global_zero:
             print(self.report())
 
@@ -169,6 +181,7 @@ class EfficiencyReport(Callback):
             **self._figures,
             "verdict": verdict(self._figures["data_wait_share"]),
             "checklist": [c.__dict__.copy() for c in self._checks],
+            "tune_hints": list(self._hints),
         }
 
     @property
@@ -194,6 +207,9 @@ class EfficiencyReport(Callback):
         lines += [f"  {name:<{width}}  {value}" for name, value in rows]
         lines.append("  checklist:")
         lines += [f"    {c.line()}" for c in self._checks]
+        if self._hints:
+            lines.append("  worth measuring: " + "; ".join(self._hints[:-1]) + ".")
+            lines.append(f"    {self._hints[-1]}.")
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- helpers
@@ -284,6 +300,7 @@ class EfficiencyReport(Callback):
             pillow_simd=is_pillow_simd(),
             decodes_images=isinstance(dataset, DatasetFolder),
             epochs=max(1, trainer.current_epoch),
+            tuned=self.tuned,
         )
         for callback in trainer.callbacks:  # the ReportsEfficiencyFacts protocol
             facts = getattr(callback, "efficiency_facts", None)

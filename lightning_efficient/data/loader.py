@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
-__all__ = ["LoaderSettings", "available_cpus", "suggest_loader_kwargs"]
+__all__ = ["LoaderSettings", "available_cpus", "can_rebuild", "suggest_loader_kwargs", "with_num_workers"]
 
 
 def available_cpus() -> int:
@@ -120,3 +120,60 @@ def suggest_loader_kwargs(
         kwargs["collate_fn"] = uint8_collate
         reasons["collate_fn"] = "stacks uint8 [3, H, W] images into uint8 [B, 3, H, W] and int64 targets."
     return LoaderSettings(kwargs, reasons)
+
+
+def can_rebuild(loader: Any) -> Optional[str]:
+    """``None`` if :func:`with_num_workers` can rebuild ``loader``, else why not (one sentence).
+
+    A ``torch.utils.data.DataLoader`` over a map-style dataset can be rebuilt; an ``IterableDataset`` cannot be
+    given more workers safely (each worker would yield the whole stream unless the dataset shards itself by
+    ``get_worker_info()``), and other iterables are not DataLoaders.
+    """
+    from torch.utils.data import DataLoader, IterableDataset
+
+    if not isinstance(loader, DataLoader):
+        return f"the training data is a {type(loader).__name__}, not a torch DataLoader"
+    if isinstance(loader.dataset, IterableDataset):
+        return ("the dataset is an IterableDataset: with more workers each worker yields the whole stream unless "
+                "the dataset shards itself with get_worker_info()")
+    return None
+
+
+def with_num_workers(loader: Any, num_workers: int) -> Any:
+    """A ``DataLoader`` like ``loader`` (same dataset, batch sampler, collate function, pinning, worker
+    initialisation and generator) with ``num_workers`` worker processes.
+
+    Args:
+        loader: a ``torch.utils.data.DataLoader`` over a map-style dataset.
+        num_workers: worker processes, ``>= 0`` (0: load in the main process).
+
+    Returns:
+        A new ``DataLoader``; ``loader`` is not modified. ``persistent_workers`` and ``prefetch_factor`` are kept
+        where ``num_workers > 0`` allows them.
+
+    Raises:
+        ValueError: ``num_workers < 0``.
+        TypeError: ``loader`` cannot be rebuilt (:func:`can_rebuild` says why).
+    """
+    from torch.utils.data import DataLoader
+
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+        raise ValueError(f"with_num_workers(num_workers={num_workers!r}): expected an integer >= 0.")
+    why = can_rebuild(loader)
+    if why:
+        raise TypeError(f"with_num_workers(): cannot rebuild the loader: {why}; set num_workers where you build it.")
+    kwargs: dict[str, Any] = dict(
+        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn, generator=loader.generator,
+        multiprocessing_context=loader.multiprocessing_context if num_workers > 0 else None,
+    )
+    if getattr(loader, "pin_memory_device", ""):
+        kwargs["pin_memory_device"] = loader.pin_memory_device
+    if num_workers > 0:
+        kwargs["persistent_workers"] = loader.persistent_workers
+        kwargs["prefetch_factor"] = loader.prefetch_factor or 2
+    if loader.batch_sampler is not None:
+        kwargs["batch_sampler"] = loader.batch_sampler
+    else:
+        kwargs.update(batch_size=None, sampler=loader.sampler)
+    return DataLoader(loader.dataset, num_workers=num_workers, **kwargs)

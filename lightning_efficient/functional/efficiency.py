@@ -153,6 +153,8 @@ class RunFacts:
         pin_memory, persistent_workers: the training DataLoader's settings (None: unknown).
         pillow_simd: whether the installed PIL is Pillow-SIMD.
         decodes_images: whether the training dataset decodes image files (ImageFolder-like).
+        epochs: training epochs run.
+        tuned: the settings come from :func:`~lightning_efficient.tune` (no pointer to it then).
     """
 
     precision: str
@@ -171,6 +173,7 @@ class RunFacts:
     pillow_simd: bool = False
     decodes_images: bool = False
     epochs: int = 1
+    tuned: bool = False
 
 
 class ReportsEfficiencyFacts(Protocol):
@@ -322,3 +325,30 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
             )
         )
     return checks
+
+
+def tune_hints(facts: RunFacts, data_wait_share: float) -> list[str]:
+    """Settings of this run that :func:`~lightning_efficient.tune` would question, one sentence each; empty when
+    the run was tuned (``facts.tuned``) or nothing is in doubt.
+
+    In doubt: a 16-bit precision on a CPU without native bf16 (emulated; ResNet-18 ran 20x slower than
+    ``32-true`` on such a CPU), ``channels_last`` on a CPU (its effect depends on the model there: from 0.94x
+    for ResNet-18 to 1.37x for MobileNetV3-Large on a 2-core AVX2 CPU), and a data-bound run whose best
+    ``num_workers`` is unknown. Figures: ``benchmarks/results/tune.md``.
+    """
+    if facts.tuned:
+        return []
+    hints = []
+    half = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
+    if half and facts.accelerator == "cpu" and facts.recommended_precision == "32-true":
+        hints.append(f"precision={facts.precision!r} on a CPU without native bf16/fp16 runs emulated, often far "
+                     "slower than '32-true'")
+    if facts.accelerator == "cpu" and facts.model_channels_last is not None and facts.model_channels_last >= 0.99:
+        hints.append("channels_last on a CPU speeds up some models and slows others")
+    if verdict(data_wait_share) == "data-bound" and facts.num_workers is not None:
+        hints.append(f"the run is data-bound with num_workers={facts.num_workers}")
+    if hints:
+        hints.append("measure instead of assuming: lightning_efficient.tune(model, train_loader, **trainer_kwargs) "
+                     "times each setting on this model and hardware (or `lightning-efficient tune` for a "
+                     "torchvision model)")
+    return hints

@@ -1,9 +1,11 @@
-"""Known-harmless Lightning output, silenced inside this command-line app's own runs only.
+"""Known-harmless Lightning output, silenced inside this package's own runs only.
 
-The library never filters warnings or log records: a user's process sees everything Lightning says. The demo
-(``lightning-efficient demo``), whose output is a table the user reads, runs its Trainers inside
-:func:`quiet_lightning`, which drops exactly the items below (each matched by category and message) and nothing
-else, and restores the previous warning filters and logger filters on exit.
+The library never filters warnings or log records on import or in the user's fits: a user's process sees
+everything Lightning says. The demo (``lightning-efficient demo``), whose output is a table the user reads, runs
+its Trainers inside :func:`quiet_lightning`, which drops exactly the items below (each matched by category and
+message) and nothing else, and restores the previous warning filters and logger filters on exit.
+:func:`~lightning_efficient.tune` runs its short measuring fits inside :func:`no_lightning_info`, so that the
+user sees its table instead of a dozen "GPU available" / "`Trainer.fit` stopped" blocks.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import warnings
 from typing import Iterator
 
-__all__ = ["HARMLESS_WARNINGS", "LIGHTNING_LOGGERS", "TIP_PREFIX", "quiet_lightning"]
+__all__ = ["HARMLESS_WARNINGS", "LIGHTNING_LOGGERS", "TIP_PREFIX", "no_lightning_info", "quiet_lightning"]
 
 #: ``(category, message regex)`` of warnings that tell the demo's user nothing they can act on.
 HARMLESS_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
@@ -63,6 +65,24 @@ def quiet_lightning() -> Iterator[None]:
         finally:
             for logger in loggers:
                 logger.removeFilter(tip_filter)
+
+
+@contextlib.contextmanager
+def no_lightning_info() -> Iterator[None]:
+    """Inside the block, Lightning's ``rank_zero_info`` messages (INFO level: "GPU available", "`Trainer.fit`
+    stopped", tips) are not shown; warnings and errors are. Logger levels are restored on exit."""
+    loggers = {logging.getLogger(name) for name in LIGHTNING_LOGGERS}
+    rank_zero = _current_rank_zero_logger()
+    if rank_zero is not None:
+        loggers.add(rank_zero)
+    levels = {logger: logger.level for logger in loggers}
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in levels.items():
+            logger.setLevel(level)
 
 
 def _current_rank_zero_logger() -> logging.Logger | None:

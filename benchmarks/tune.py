@@ -1,0 +1,198 @@
+"""``tune()`` against an exhaustive, longer measurement of every candidate, per model, on this machine.
+
+For each model:
+
+1. ``tune()`` with its defaults, as a user would call it (its wall-clock cost is the "tuning cost");
+2. every candidate configuration measured with longer windows (``--window`` steps x ``--repeats`` windows after
+   ``--warmup`` steps), the configurations without compilation in ``--rounds`` interleaved rounds (A B C D, then
+   D C B A), the compiled ones once each (each fit recompiles: ~1 min on a 2-core CPU);
+3. the verdicts of issue #13: the tuned configuration's exhaustive images/s over the faster of plain ``32-true``
+   (NCHW) and ``recipe()``'s settings (``recommended_precision()`` + channels_last), target >= 0.97x, and over the
+   best configuration found exhaustively, target >= 0.95x.
+
+Models (batch 32, SGD with momentum): torchvision ResNet-18, ResNet-50 and MobileNetV3-Large at 128 px on
+in-memory random images (the input pipeline costs nothing), and the demo's model: ResNet-18 at 112 px on
+scikit-learn's digits written as 112 px PNGs, read by ``FastImageFolder`` (uint8) in DataLoader workers and
+augmented on the device (``GPUAugmentation("trivial_augment")``), so ``num_workers`` is a candidate too.
+
+``bf16-mixed`` is measured only with ``--bf16`` (1 warm-up + 1 timed step per configuration): on a CPU without
+AVX512-BF16/AMX it is emulated and a single ResNet-18 step takes ~30 s.
+
+    python -m benchmarks.tune                  # est. 20-25 min on a quiet 2-core CPU
+    python -m benchmarks.tune --quick          # smoke test: tiny sizes, writes tune_quick.*
+    python -m benchmarks.tune --models resnet18 --bf16
+
+Writes ``benchmarks/results/tune.md`` and ``.json``. Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from benchmarks.harness import Classifier, markdown_table, random_images, write_results
+
+MODELS = {
+    "resnet18": ("resnet18", 128, "synthetic"),
+    "resnet50": ("resnet50", 128, "synthetic"),
+    "mobilenet_v3_large": ("mobilenet_v3_large", 128, "synthetic"),
+    "demo (digits)": ("resnet18", 112, "digits"),
+}
+
+
+def setup(key: str, batch: int, quick: bool, tmp: Path) -> tuple[Any, DataLoader, list[Any]]:
+    """(model, training loader, callbacks) for one row of :data:`MODELS`."""
+    from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, uint8_collate
+    from lightning_efficient.data import digits_imagefolder
+
+    arch, size, data = MODELS[key]
+    if quick:
+        size = 32
+    model = Classifier(arch, num_classes=10, lr=0.01, cosine_epochs=None)
+    if data == "synthetic":
+        return model, DataLoader(random_images(batch * 4, size), batch_size=batch, shuffle=True), []
+    root = digits_imagefolder(tmp / f"digits{size}", size=size)
+    dataset = FastImageFolder(root / "train", size=size, train=True)
+    loader = DataLoader(dataset, batch_size=batch, shuffle=True, drop_last=True, num_workers=1,
+                        persistent_workers=True, collate_fn=uint8_collate)
+    return model, loader, [GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)]
+
+
+def exhaustive(trials: Any, candidates: list[Any], rounds: int, log: Any) -> dict[Any, dict[str, Any]]:
+    """Every candidate's windows (images/s) pooled over rounds; compiled candidates once."""
+    plain = [c for c in candidates if not c.compile]
+    compiled = [c for c in candidates if c.compile]
+    pooled: dict[Any, dict[str, Any]] = {c: {"windows": [], "compile_s": [], "peak_mb": math.nan, "error": None}
+                                         for c in candidates}
+    for i in range(rounds):
+        order = plain if i % 2 == 0 else list(reversed(plain))
+        for c in order + (compiled if i == 0 else []):
+            m = trials(c, "exhaustive")
+            entry = pooled[c]
+            if m.ok:
+                entry["windows"] += list(m.window_images_per_s)
+                entry["peak_mb"] = m.peak_memory_mb
+                if c.compile:
+                    entry["compile_s"].append(m.compile_s)
+            else:
+                entry["error"] = m.error
+            log(f"    {c.label():45s} {m.images_per_s:8.2f} images/s" + (f"  ({m.error})" if m.error else ""))
+    return pooled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--window", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the exhaustive set")
+    parser.add_argument("--bf16", action="store_true", help="also measure bf16-mixed (slow where emulated)")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch_size, args.warmup, args.window, args.repeats, args.rounds = 4, 1, 1, 2, 1
+
+    from lightning_efficient import recommended_precision, tune
+    from lightning_efficient.functional.tuning import Candidate
+    from lightning_efficient.quiet import quiet_lightning
+    from lightning_efficient.data.loader import available_cpus
+    from lightning_efficient.tuner import Trials
+
+    log = lambda text: print(text, flush=True)  # noqa: E731
+    recipe_precision = recommended_precision("cpu")
+    rows, data = [], {"args": vars(args), "models": {}}
+    with tempfile.TemporaryDirectory() as tmp, quiet_lightning():
+        for key in args.models:
+            log(f"== {key}")
+            model, loader, callbacks = setup(key, args.batch_size, args.quick, Path(tmp))
+            kw = dict(accelerator="cpu", devices=1, callbacks=callbacks, max_epochs=10)
+            tune_kw = dict(warmup_steps=1, window_steps=1, repeats=2) if args.quick else {}
+            start = time.perf_counter()
+            result = tune(model, loader, verbose=False, **tune_kw, **kw)
+            cost = time.perf_counter() - start
+            log(f"  tune(): {result.chosen.label()} in {cost:.0f} s")
+            trials = Trials(model, loader, warmup_steps=args.warmup, window_steps=args.window,
+                            repeats=args.repeats, **kw)
+            cpus = available_cpus()  # the same worker counts tune() tries by default, and the loader's own
+            workers = sorted({trials.current.num_workers, 0, cpus // 4, cpus // 2, max(cpus - 1, 0)})
+            compiles = [False] if args.no_compile else [False, True]
+            candidates = [Candidate("32-true", cl, comp, w)
+                          for cl, comp, w in itertools.product([False, True], compiles, workers)]
+            pooled = exhaustive(trials, candidates, args.rounds, log)
+            if args.bf16:
+                brief = Trials(model, loader, warmup_steps=1, window_steps=1, repeats=1, **kw)
+                for cl in (False, True):
+                    c = Candidate("bf16-mixed", cl, False, workers[-1])
+                    m = brief(c, "exhaustive")
+                    pooled[c] = {"windows": list(m.window_images_per_s), "compile_s": [], "peak_mb": m.peak_memory_mb,
+                                 "error": m.error}
+                    log(f"    {c.label():45s} {m.images_per_s:8.2f} images/s")
+            trials.restore()
+
+            def rate(c: Any) -> float:
+                w = pooled.get(c, {}).get("windows")
+                return statistics.median(w) if w else math.nan
+
+            current_w = trials.current.num_workers
+            plain = Candidate("32-true", False, False, current_w)
+            recipe_c = Candidate(recipe_precision, True, False, current_w)
+            tuned = result.chosen if result.chosen.num_workers is not None else \
+                replace(result.chosen, num_workers=current_w)
+            ok = {c: rate(c) for c in pooled if not math.isnan(rate(c))}
+            best = max(ok, key=ok.get)
+            floor = max(rate(plain), rate(recipe_c) if recipe_c in ok else rate(plain))
+            rows.append((
+                key, result.chosen.label(), f"{cost:.0f} s", f"{rate(tuned):.1f}",
+                f"{rate(tuned) / floor:.2f}x", best.label(), f"{rate(tuned) / ok[best]:.2f}x",
+            ))
+            data["models"][key] = {
+                "tune_cost_s": cost, "tuned": result.chosen.label(), "tune_table": result.rows(),
+                "tune_reasons": result.reasons,
+                "exhaustive": [{"settings": c.label(), "images_per_s": rate(c), "windows": v["windows"],
+                                "spread": (max(v["windows"]) - min(v["windows"])) / rate(c) if v["windows"] else None,
+                                "compile_s": statistics.median(v["compile_s"]) if v["compile_s"] else None,
+                                "peak_memory_mb": v["peak_mb"], "error": v["error"]} for c, v in pooled.items()],
+                "tuned_vs_faster_of_plain_and_recipe": rate(tuned) / floor,
+                "tuned_vs_best": rate(tuned) / ok[best],
+            }
+            log(f"  tuned {rate(tuned):.1f} images/s; plain {rate(plain):.1f}; recipe {rate(recipe_c):.1f}; "
+                f"best {best.label()} {ok[best]:.1f}")
+
+    body = [
+        "`tune()` (defaults) vs an exhaustive measurement of every candidate: "
+        f"{args.warmup} warm-up steps, then {args.repeats} windows of {args.window} steps, "
+        f"{args.rounds} interleaved rounds (compiled candidates once), batch {args.batch_size}.",
+        "Targets (issue #13): tuned >= 0.97x the faster of plain `32-true` and `recipe()`; within 5% of the best.",
+        "",
+        markdown_table(("model", "tune() chose", "tuning cost", "tuned images/s (exhaustive)",
+                        "vs faster of plain / recipe()", "best exhaustive", "tuned vs best"), rows),
+    ]
+    for key, m in data["models"].items():
+        body += ["", f"## {key}: every candidate", "",
+                 markdown_table(("settings", "images/s", "spread", "compile s", "peak MiB", "error"),
+                                [(e["settings"], f"{e['images_per_s']:.1f}",
+                                  "-" if e["spread"] is None else f"{e['spread']:.0%}",
+                                  "-" if e["compile_s"] is None else f"{e['compile_s']:.0f}",
+                                  f"{e['peak_memory_mb']:.0f}", e["error"] or "") for e in m["exhaustive"]]),
+                 "", "tune() decisions:", ""] + [f"- {r}" for r in m["tune_reasons"]]
+    name = "tune_quick" if args.quick else "tune"
+    path = write_results(name, "tune(): measured choice vs exhaustive measurement", "\n".join(body), data)
+    print("\n".join(body))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""Choosing training settings by measurement: candidates, measurements, the noise-aware rule and the search.
+
+The pure part of :func:`lightning_efficient.tune`: nothing here runs a Trainer. :func:`search` is given a
+``measure(candidate, stage) -> Measurement`` function (in :mod:`lightning_efficient.tune` a short fit on the
+user's model and data) and decides, one factor at a time, which settings to keep:
+
+1. measure the user's current settings;
+2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
+   value with the best settings found so far and keep it only if it :func:`beats` them by more than the
+   measurements' own noise;
+3. if more than one factor changed, measure the current settings and the combination once more (the combination
+   was never measured against a fresh baseline) and keep the combination only if it still beats them.
+
+Cost grows with the sum of the numbers of values per factor, not their product. Units: images/s (training
+throughput in steady state, data wait included), seconds, MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+#: The factors :func:`search` varies, in the order it varies them.
+FACTORS = ("precision", "channels_last", "num_workers", "compile")
+
+#: Smallest relative gain a change must show to be kept, whatever the measured noise (2%).
+MIN_GAIN = 0.02
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration of the settings :func:`~lightning_efficient.tune` varies.
+
+    Attributes:
+        precision: Lightning's precision string (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``).
+        channels_last: model and image batches in ``torch.channels_last`` (the :class:`ChannelsLast` callback).
+        compile: the LightningModule compiled in place with ``torch.compile`` (``module.compile()``).
+        num_workers: ``DataLoader(num_workers=...)`` of the training loader; ``None``: as the user's loader.
+    """
+
+    precision: str = "32-true"
+    channels_last: bool = False
+    compile: bool = False
+    num_workers: Optional[int] = None
+
+    def label(self) -> str:
+        """Short text, e.g. ``"32-true, channels_last, workers=1"``."""
+        parts = [self.precision]
+        if self.channels_last:
+            parts.append("channels_last")
+        if self.compile:
+            parts.append("compile")
+        if self.num_workers is not None:
+            parts.append(f"workers={self.num_workers}")
+        return ", ".join(parts)
+
+    def differences(self, other: "Candidate") -> list[str]:
+        """Names of the factors whose values differ from ``other``'s, in :data:`FACTORS` order."""
+        return [f for f in FACTORS if getattr(self, f) != getattr(other, f)]
+
+
+@dataclass
+class Measurement:
+    """What one candidate measured (or why it was not measured).
+
+    Attributes:
+        candidate: the settings measured.
+        stage: why it was measured: ``"current"`` (the user's settings), a factor name, or ``"confirm"``.
+        window_images_per_s: training images/s of each timed window of optimizer steps (steady state, data wait
+            included); empty if the candidate failed or was skipped.
+        warmup_s: seconds of the warm-up steps before the first timed window (compilation happens here).
+        compile_s: seconds that compilation added: ``warmup_s`` less the same number of steady-state steps
+            (``compile`` candidates only, else NaN).
+        peak_memory_mb: peak CUDA memory allocated on the device, or peak process RSS on the CPU, MiB.
+        error: ``"ExceptionType: message"`` if the fit raised; the candidate is never chosen.
+        skipped: why the candidate was not measured (e.g. bf16 emulated on this CPU); never chosen.
+    """
+
+    candidate: Candidate
+    stage: str
+    window_images_per_s: tuple[float, ...] = ()
+    warmup_s: float = math.nan
+    compile_s: float = math.nan
+    peak_memory_mb: float = math.nan
+    error: Optional[str] = None
+    skipped: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        """Measured without error, with at least one timed window."""
+        return self.error is None and self.skipped is None and len(self.window_images_per_s) > 0
+
+    @property
+    def images_per_s(self) -> float:
+        """Median images/s over the timed windows (NaN if not :attr:`ok`)."""
+        return statistics.median(self.window_images_per_s) if self.ok else math.nan
+
+    @property
+    def spread(self) -> float:
+        """The measurement's own noise: (max - min) / median of the windows' images/s; 0 for one window."""
+        if not self.ok:
+            return math.nan
+        w = self.window_images_per_s
+        return (max(w) - min(w)) / self.images_per_s if self.images_per_s > 0 else math.inf
+
+    def amortised(self, planned_images: Optional[float]) -> "Measurement":
+        """This measurement with compilation charged to the run: every window's images/s times
+        ``t / (t + compile_s)``, where ``t = planned_images / images_per_s`` is the planned run's steady-state
+        time. Unchanged without ``compile_s`` or ``planned_images``."""
+        if not self.ok or math.isnan(self.compile_s) or not planned_images:
+            return self
+        t = planned_images / self.images_per_s
+        factor = t / (t + max(self.compile_s, 0.0))
+        return replace(self, window_images_per_s=tuple(r * factor for r in self.window_images_per_s))
+
+
+def beats(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) -> bool:
+    """Whether ``new`` is faster than ``old`` by more than the noise of either measurement.
+
+    True when both are :attr:`~Measurement.ok` and ``new.images_per_s > old.images_per_s * (1 + g)`` with
+    ``g = max(min_gain, new.spread, old.spread)``: a gain smaller than the spread of repeated windows is not
+    told apart from noise, so the simpler settings stay.
+    """
+    if not (new.ok and old.ok):
+        return False
+    gain = max(min_gain, new.spread, old.spread)
+    return new.images_per_s > old.images_per_s * (1.0 + gain)
+
+
+def _ratio(new: Measurement, old: Measurement) -> float:
+    return new.images_per_s / old.images_per_s if new.ok and old.ok and old.images_per_s > 0 else math.nan
+
+
+def search(
+    current: Candidate,
+    options: Mapping[str, Sequence[Any]],
+    measure: Callable[[Candidate, str], Measurement],
+    *,
+    planned_images: Optional[float] = None,
+    skipped: Sequence[Measurement] = (),
+    min_gain: float = MIN_GAIN,
+) -> tuple[Candidate, list[Measurement], list[str]]:
+    """Choose settings one factor at a time (see the module docstring).
+
+    Args:
+        current: the user's settings; measured first, and kept unless something beats them.
+        options: for each factor in :data:`FACTORS`, the values to try (the current value may be included;
+            factors missing or with no other value are not varied).
+        measure: ``measure(candidate, stage)`` runs the candidate and returns its :class:`Measurement`;
+            it reports a failure in ``Measurement.error`` instead of raising.
+        planned_images: images the planned run will train on (``steps x batch size``); compilation time is
+            amortised over them (:meth:`Measurement.amortised`). ``None``: not amortised.
+        skipped: candidates not measured, with the reason; added to the table as they are.
+        min_gain: smallest relative gain that counts (:func:`beats`).
+
+    Returns:
+        ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
+        included), and one sentence per decision.
+
+    Raises:
+        RuntimeError: the current settings themselves fail (the message carries the error).
+    """
+    unknown = set(options) - set(FACTORS)
+    if unknown:
+        raise ValueError(f"search(): unknown factors {sorted(unknown)}; expected some of {FACTORS}.")
+    table: list[Measurement] = list(skipped)
+    base = measure(current, "current")
+    table.append(base)
+    if not base.ok:
+        raise RuntimeError(f"tune(): the current settings ({current.label()}) fail to train: {base.error}")
+    best, best_m = current, base
+    reasons: list[str] = []
+    for factor in FACTORS:
+        # The round's starting value was measured already (it is ``best``); measure each other value once,
+        # even when the starting value or a repeat comes later in the options.
+        tried = {getattr(best, factor)}
+        for value in options.get(factor, ()):
+            if value in tried:
+                continue
+            tried.add(value)
+            cand = replace(best, **{factor: value})
+            m = measure(cand, factor)
+            table.append(m)
+            if not m.ok:
+                reasons.append(f"{factor}={value!r}: not chosen, it failed ({m.error or m.skipped}).")
+                continue
+            effective = m.amortised(planned_images) if factor == "compile" else m
+            ratio = _ratio(effective, best_m)
+            noise = max(min_gain, effective.spread, best_m.spread)
+            if beats(effective, best_m, min_gain):
+                reasons.append(f"{factor}={value!r}: kept, {ratio:.2f}x the images/s of {best.label()} "
+                               f"(noise {noise:.0%}).")
+                best, best_m = cand, effective
+            else:
+                verdict = "slower" if ratio <= 1 else f"a gain within the noise ({noise:.0%})"
+                reasons.append(f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()}, "
+                               f"{verdict}.")
+    changed = best.differences(current)
+    if len(changed) >= 2:
+        again_current = measure(current, "confirm")
+        again_best = measure(best, "confirm")
+        table += [again_current, again_best]
+        effective = again_best.amortised(planned_images) if best.compile else again_best
+        if beats(effective, again_current, min_gain):
+            reasons.append(f"confirmed: {best.label()} is {_ratio(effective, again_current):.2f}x "
+                           f"{current.label()} measured again back to back.")
+        else:
+            reasons.append(f"not confirmed: measured again, {best.label()} was "
+                           f"{_ratio(effective, again_current):.2f}x {current.label()}; keeping the current settings.")
+            best = current
+    if best == current:
+        reasons.append(f"chosen: the current settings ({current.label()}).")
+    else:
+        reasons.append(f"chosen: {best.label()} (changed: {', '.join(best.differences(current))}).")
+    return best, table, reasons
+
+
+# ------------------------------------------------------------------------------------------------ the result
+@dataclass
+class TuneResult:
+    """What :func:`~lightning_efficient.tune` measured and chose.
+
+    Attributes:
+        current: the user's settings as given.
+        chosen: the settings to train with.
+        measurements: every configuration tried, in order (failed and skipped ones included).
+        reasons: one sentence per decision.
+        planned_steps: optimizer steps of the planned run (from ``max_steps``/``max_epochs``), used to amortise
+            compilation; ``None`` if unknown.
+        batch_size: images per training batch as measured.
+        tuning_s: wall-clock seconds the tuning took.
+        machine: a short description of the hardware it ran on.
+
+    Example::
+
+        result = tune(model, train_loader, max_epochs=10)
+        print(result)                       # the table and the decisions
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
+    """
+
+    current: Candidate
+    chosen: Candidate
+    measurements: list[Measurement]
+    reasons: list[str]
+    planned_steps: Optional[int] = None
+    batch_size: Optional[int] = None
+    tuning_s: float = math.nan
+    machine: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    # ---------------------------------------------------------------- how to use it
+    @property
+    def precision(self) -> str:
+        """The chosen Lightning precision string."""
+        return self.chosen.precision
+
+    @property
+    def channels_last(self) -> bool:
+        """Whether to use :class:`~lightning_efficient.ChannelsLast`."""
+        return self.chosen.channels_last
+
+    @property
+    def compile(self) -> bool:
+        """Whether to compile the LightningModule (:meth:`prepare_model`)."""
+        return self.chosen.compile
+
+    @property
+    def num_workers(self) -> Optional[int]:
+        """The chosen ``DataLoader(num_workers=...)``; ``None``: keep the loader's own."""
+        return self.chosen.num_workers
+
+    def recipe_kwargs(self) -> dict[str, Any]:
+        """``{"precision": ..., "channels_last": ...}`` for :func:`~lightning_efficient.recipe`
+        (``recipe(**result.recipe_kwargs())``; ``recipe(tune=result)`` does the same)."""
+        return {"precision": self.chosen.precision, "channels_last": self.chosen.channels_last}
+
+    def measured(self, candidate: Candidate) -> Optional[Measurement]:
+        """The last successful measurement of ``candidate``, or ``None``."""
+        found = [m for m in self.measurements if m.candidate == candidate and m.ok]
+        return found[-1] if found else None
+
+    @property
+    def speedup(self) -> float:
+        """Images/s of the chosen settings over the current ones, from the same stage of measurement (the
+        confirmation when there was one); 1.0 when the current settings were kept."""
+        if self.chosen == self.current:
+            return 1.0
+        confirm = {m.candidate: m for m in self.measurements if m.stage == "confirm" and m.ok}
+        if self.chosen in confirm and self.current in confirm:
+            return _ratio(confirm[self.chosen], confirm[self.current])
+        chosen, current = self.measured(self.chosen), self.measured(self.current)
+        return _ratio(chosen, current) if chosen and current else math.nan
+
+    # ---------------------------------------------------------------- output
+    def rows(self) -> list[dict[str, Any]]:
+        """The table as dicts: ``settings``, ``stage``, ``images_per_s``, ``ratio`` (to the current settings'
+        first measurement), ``spread``, ``peak_memory_mb``, ``compile_s``, ``status`` (``ok``, ``chosen``,
+        ``failed: ...``, ``skipped: ...``)."""
+        base = next((m for m in self.measurements if m.stage == "current" and m.ok), None)
+        out = []
+        chosen_marked = False
+        for m in reversed(self.measurements):  # mark the last measurement of the chosen settings
+            status = "ok"
+            if m.error:
+                status = f"failed: {m.error}"
+            elif m.skipped:
+                status = f"skipped: {m.skipped}"
+            elif m.candidate == self.chosen and not chosen_marked:
+                status, chosen_marked = "chosen", True
+            out.append({
+                "settings": m.candidate.label(), "stage": m.stage,
+                "images_per_s": m.images_per_s, "ratio": _ratio(m, base) if base else math.nan,
+                "spread": m.spread, "peak_memory_mb": m.peak_memory_mb, "compile_s": m.compile_s,
+                "status": status,
+            })
+        return list(reversed(out))
+
+    def table(self) -> str:
+        """The measurements as a Markdown table."""
+        def num(v: float, fmt: str) -> str:
+            return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+
+        lines = ["| settings | stage | images/s | vs current | spread | peak MiB | compile s | status |",
+                 "|---|---|---:|---:|---:|---:|---:|---|"]
+        for r in self.rows():
+            lines.append(
+                f"| {r['settings']} | {r['stage']} | {num(r['images_per_s'], '{:.1f}')} | "
+                f"{num(r['ratio'], '{:.2f}x')} | {num(r['spread'], '{:.0%}')} | "
+                f"{num(r['peak_memory_mb'], '{:.0f}')} | {num(r['compile_s'], '{:.1f}')} | {r['status']} |"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        head = (f"tune(): chose {self.chosen.label()} ({self.speedup:.2f}x the images/s of the current "
+                f"{self.current.label()}); tuning took {self.tuning_s:.0f} s")
+        return "\n".join([head, "", self.table(), ""] + [f"- {r}" for r in self.reasons + self.notes])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the settings, the table rows, the decisions and the context."""
+        def clean(v: Any) -> Any:
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+
+        return {
+            "current": asdict(self.current), "chosen": asdict(self.chosen),
+            "recipe_kwargs": self.recipe_kwargs(), "speedup": clean(self.speedup),
+            "rows": [{k: clean(v) for k, v in r.items()} for r in self.rows()],
+            "measurements": [
+                {**asdict(m), "window_images_per_s": list(m.window_images_per_s),
+                 **{k: clean(getattr(m, k)) for k in ("warmup_s", "compile_s", "peak_memory_mb")}}
+                for m in self.measurements
+            ],
+            "reasons": self.reasons, "notes": self.notes, "planned_steps": self.planned_steps,
+            "batch_size": self.batch_size, "tuning_s": clean(self.tuning_s), "machine": self.machine,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""
+        kwargs.setdefault("indent", 2)
+        return json.dumps(self.to_dict(), **kwargs)
+
+    # ---------------------------------------------------------------- applying it (no Trainer needed)
+    def prepare_model(self, model: Any) -> Any:
+        """``model`` compiled in place (``model.compile()``, ``torch.compile`` of its forward) if compiling was
+        chosen; returned either way, so ``trainer.fit(result.prepare_model(model), ...)`` reads naturally."""
+        if self.chosen.compile:
+            model.compile()
+        return model
+
+    def dataloader(self, loader: Any) -> Any:
+        """``loader`` rebuilt with the chosen ``num_workers`` (same dataset, sampler, collate function...), or
+        ``loader`` itself if no other number was chosen or it cannot be rebuilt."""
+        from lightning_efficient.data.loader import with_num_workers
+
+        if self.chosen.num_workers is None or getattr(loader, "num_workers", None) == self.chosen.num_workers:
+            return loader
+        return with_num_workers(loader, self.chosen.num_workers)

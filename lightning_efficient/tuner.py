@@ -1,0 +1,528 @@
+"""``tune()``: measure the practices on the user's own model, data and hardware, and keep what is faster.
+
+Each candidate configuration (:class:`~lightning_efficient.functional.tuning.Candidate`) trains a copy of the
+model for a few optimizer steps through a real ``Trainer`` with the user's Trainer arguments; a probe callback
+times the steps after a warm-up. The decisions are made by
+:func:`~lightning_efficient.functional.tuning.search` (one factor at a time, a change is kept only if it beats
+the measurement noise). The user's model, callbacks and data are never trained or modified, and the global RNG
+states and backend flags are restored, so ``trainer.fit`` afterwards does exactly what it would have done.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+import platform
+import random
+import time
+import warnings
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import torch
+from pytorch_lightning.utilities.data import extract_batch_size
+
+from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
+from lightning_efficient.callbacks.channels_last import ChannelsLast
+from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
+from lightning_efficient.data.loader import available_cpus, can_rebuild, with_num_workers
+from lightning_efficient.functional.efficiency import process_rss_bytes
+from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult, search
+from lightning_efficient.precision import cpu_has_native_bf16
+from lightning_efficient.quiet import no_lightning_info, quiet_lightning
+
+__all__ = ["Candidate", "Measurement", "Trials", "TuneResult", "tune"]
+
+#: Trainer arguments ``tune()`` sets itself for the short measuring fits.
+_CONTROLLED = ("max_epochs", "min_epochs", "max_steps", "min_steps", "max_time", "limit_train_batches",
+               "limit_val_batches", "num_sanity_val_steps", "val_check_interval", "check_val_every_n_epoch",
+               "logger", "enable_checkpointing", "enable_progress_bar", "enable_model_summary", "precision",
+               "callbacks", "fast_dev_run", "profiler", "barebones")
+
+
+class _Probe(Callback):
+    """Times training steps: ``warmup`` steps, then ``repeats`` windows of ``window`` steps each.
+
+    The clock is the host's, with ``torch.cuda.synchronize()`` at window boundaries only (on CUDA), so a window
+    covers everything the steps cost: data wait, transfers, device transforms, forward, backward, optimizer.
+    """
+
+    def __init__(self, warmup: int, window: int, repeats: int) -> None:
+        self.warmup, self.window, self.repeats = warmup, window, repeats
+        self.marks: list[float] = []  # time after step k (index 0: train start)
+        self.samples: list[int] = []
+        self.peak_rss = 0
+        self.cuda = False
+        self.result: Optional[dict[str, Any]] = None
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.cuda = pl_module.device.type == "cuda"
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+        self.marks = [self._now()]
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        step = len(self.samples) + 1
+        boundary = step >= self.warmup and (step - self.warmup) % self.window == 0
+        self.marks.append(self._now() if boundary or step < self.warmup else time.perf_counter())
+        self.samples.append(_batch_size(batch))
+        if not self.cuda and step % self.window == 0:
+            self.peak_rss = max(self.peak_rss, process_rss_bytes())
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        w, k = self.warmup, self.window
+        rates = []
+        for r in range(self.repeats):
+            a, b = w + r * k, w + (r + 1) * k
+            if b >= len(self.marks):
+                break
+            seconds = self.marks[b] - self.marks[a]
+            rates.append(sum(self.samples[a:b]) / seconds if seconds > 0 else math.nan)
+        peak = (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+        result = {
+            "rates": rates,
+            "warmup_s": self.marks[w] - self.marks[0] if len(self.marks) > w else math.nan,
+            "step_s": (self.marks[w + len(rates) * k] - self.marks[w]) / (len(rates) * k) if rates else math.nan,
+            "peak_memory_mb": peak,
+            "batch_size": self.samples[0] if self.samples else None,
+            "steps": len(self.samples),
+        }
+        # Every rank decides from rank 0's figures, so that all ranks choose the same settings.
+        self.result = trainer.strategy.broadcast(result, src=0)
+
+
+def _batch_size(batch: Any) -> int:
+    try:
+        return int(extract_batch_size(batch))
+    except Exception:  # noqa: BLE001 - an exotic batch: count it as one sample
+        return 1
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    try:
+        import numpy as np
+
+        state["numpy"] = np.random.get_state()
+    except ImportError:  # pragma: no cover - numpy ships with torch's usual installs
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "numpy" in state:
+        import numpy as np
+
+        np.random.set_state(state["numpy"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _backend_flags() -> dict[str, Any]:
+    return {
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def _set_backend_flags(flags: Mapping[str, Any]) -> None:
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
+    torch.backends.cudnn.deterministic = flags["cudnn_deterministic"]
+    torch.use_deterministic_algorithms(flags["deterministic"], warn_only=flags["deterministic_warn_only"])
+    torch.set_float32_matmul_precision(flags["matmul_precision"])
+
+
+def _resolve_device(accelerator: Any) -> str:
+    name = str(accelerator).lower() if accelerator is not None else "auto"
+    if name in ("cuda", "gpu") or (name == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]) -> tuple[list[str], list[Measurement]]:
+    """Precisions to measure, and skipped ones with the reason."""
+    if asked is not None:
+        return list(asked), []
+    if device == "cuda":
+        options = ["32-true", "16-mixed"]
+        if torch.cuda.is_bf16_supported():
+            options.insert(1, "bf16-mixed")
+        return options, []
+    if cpu_has_native_bf16():
+        return ["32-true", "bf16-mixed"], []
+    skipped = []
+    if current != "bf16-mixed":
+        skipped.append(Measurement(
+            Candidate(precision="bf16-mixed"), "precision",
+            skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, far slower than fp32 "
+                    "(20x for ResNet-18 here, benchmarks/results/tune.md); pass precisions=[...] to measure it",
+        ))
+    return ["32-true"], skipped
+
+
+def _worker_options(loader: Any, asked: Union[None, bool, Sequence[int]]) -> tuple[list[int], Optional[str]]:
+    """``num_workers`` values to measure, or why none are."""
+    if asked is False:
+        return [], "num_workers not tuned (num_workers=False)"
+    why = can_rebuild(loader) if loader is not None else "the training loader could not be resolved"
+    if why:
+        return [], f"num_workers not tuned: {why}"
+    if asked is not None and asked is not True:
+        return sorted(set(int(n) for n in asked)), None
+    cpus = available_cpus()
+    return sorted({0, cpus // 4, cpus // 2, max(cpus - 1, 0)}), None
+
+
+def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any:
+    """The training loader as Lightning would get it, or ``None`` (a ``CombinedLoader``, a dict...)."""
+    if train_dataloaders is not None:
+        return train_dataloaders
+    source = datamodule if datamodule is not None else model
+    hook = getattr(source, "train_dataloader", None)
+    if hook is None:
+        return None
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+    try:
+        return hook()
+    except Exception:  # noqa: BLE001 - e.g. a model hook that needs self.trainer; then only Lightning builds it
+        return None
+
+
+def _is_one_shot(data: Any) -> bool:
+    """Whether ``data`` is an iterator that a second pass would find empty (``iter(data) is data``)."""
+    try:
+        return data is not None and iter(data) is data
+    except TypeError:
+        return False
+
+
+def _planned_steps(trainer_kwargs: Mapping[str, Any], loader: Any) -> Optional[int]:
+    max_steps = trainer_kwargs.get("max_steps", -1)
+    if max_steps is not None and max_steps > 0:
+        return int(max_steps)
+    epochs = trainer_kwargs.get("max_epochs")
+    accumulate = trainer_kwargs.get("accumulate_grad_batches", 1) or 1
+    try:
+        per_epoch = len(loader)
+    except TypeError:
+        return None
+    limit = trainer_kwargs.get("limit_train_batches")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        per_epoch = min(per_epoch, limit)
+    elif isinstance(limit, float):
+        per_epoch = int(per_epoch * limit)
+    if epochs is None or epochs < 0:
+        return None
+    return max(1, int(epochs) * per_epoch // accumulate)
+
+
+def _kept_callbacks(callbacks: Any) -> tuple[list[Any], bool]:
+    """The user's callbacks that shape the training step (copied), and whether ChannelsLast was among them.
+
+    Dropped: ChannelsLast (a factor here), EfficiencyReport, and callbacks that write files, log or stop
+    (checkpoints, early stopping, LR monitors, progress bars, summaries).
+    """
+    if callbacks is None:
+        return [], False
+    if not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    kept, channels_last = [], False
+    drop_names = ("Checkpoint", "EarlyStopping", "LearningRateMonitor", "ProgressBar", "ModelSummary",
+                  "DeviceStatsMonitor", "Timer")
+    for cb in callbacks:
+        if isinstance(cb, ChannelsLast):
+            channels_last = True
+            continue
+        if isinstance(cb, EfficiencyReport) or any(n in type(cb).__name__ for n in drop_names):
+            continue
+        try:
+            kept.append(copy.deepcopy(cb))
+        except Exception:  # noqa: BLE001 - an uncopyable callback: share it (it sees a few extra steps)
+            kept.append(cb)
+    return kept, channels_last
+
+
+def _trainer_class(model: Any) -> Any:
+    """The Trainer of the Lightning package the model belongs to (``lightning.pytorch`` or ``pytorch_lightning``)."""
+    for package in LIGHTNING_PACKAGES:
+        if isinstance(model, package.LightningModule):
+            return package.Trainer
+    raise TypeError(f"tune(): model must be a LightningModule, got {type(model).__name__}.")
+
+
+def _with_loader(obj: Any, loader: Any) -> Any:
+    """A shallow copy of a LightningModule/DataModule whose ``train_dataloader()`` returns ``loader``."""
+    clone = copy.copy(obj)
+    clone.train_dataloader = lambda: loader
+    return clone
+
+
+def tune(
+    model: Any,
+    train_dataloaders: Any = None,
+    datamodule: Any = None,
+    *,
+    precisions: Optional[Sequence[str]] = None,
+    channels_last: bool = True,
+    compile: Optional[bool] = None,
+    num_workers: Union[None, bool, Sequence[int]] = None,
+    warmup_steps: int = 2,
+    window_steps: int = 2,
+    repeats: int = 3,
+    planned_steps: Optional[int] = None,
+    verbose: bool = True,
+    **trainer_kwargs: Any,
+) -> TuneResult:
+    """Measure which settings train ``model`` fastest on this hardware, with its own data; change nothing.
+
+    For each candidate a copy of ``model`` trains for ``warmup_steps + repeats * window_steps`` optimizer steps
+    through a ``Trainer(**trainer_kwargs)`` (validation, logging and checkpoints off); training images/s is
+    measured over each window of ``window_steps`` steps (data wait included). Factors are varied one at a time
+    against the best so far and a change is kept only if it beats the spread of the repeated windows
+    (:func:`~lightning_efficient.functional.tuning.search`); a combination of several changes is confirmed
+    against the current settings once more. A candidate that raises (an op unsupported in bf16, a compile
+    error) is reported in the table and never chosen.
+
+    Candidates: ``precision`` (``32-true``; ``bf16-mixed`` where the hardware runs it natively: CUDA with bf16,
+    CPUs with AVX512-BF16/AMX; ``16-mixed`` on CUDA), ``channels_last`` on/off, ``torch.compile`` on/off
+    (compile seconds reported and amortised over the planned run), and ``num_workers`` where the training
+    loader can be rebuilt (a map-style ``DataLoader``).
+
+    Args:
+        model: your LightningModule (never trained or modified: copies are).
+        train_dataloaders: the training ``DataLoader`` (or any iterable Lightning accepts), as for ``fit``.
+        datamodule: a ``LightningDataModule``, as for ``fit`` (its batch hooks are used).
+        precisions: precisions to try; default: those the hardware runs natively (see above).
+        channels_last: try ``ChannelsLast`` on and off (``False``: keep as given).
+        compile: try ``torch.compile``; ``None`` (default): on CUDA only, where compilation takes seconds and
+            can pay off (on a 2-core CPU it takes ~45-60 s for ResNet-18, more than the whole tuning budget).
+        num_workers: worker counts to try; ``None``: 0, a quarter, half and all but one of the CPUs;
+            ``False``: keep the loader's.
+        warmup_steps: untimed optimizer steps first (allocation, kernel selection, compilation).
+        window_steps: optimizer steps per timed window.
+        repeats: timed windows per candidate; their spread is the noise a gain must beat.
+        planned_steps: optimizer steps of the real run, to amortise compilation; default: from ``max_steps`` or
+            ``max_epochs`` x steps per epoch in ``trainer_kwargs``.
+        verbose: print the table when done (rank 0).
+        **trainer_kwargs: the ``Trainer`` arguments of your real run (``accelerator``, ``devices``,
+            ``strategy``, ``precision``, ``callbacks``, ``max_epochs``...); ``precision`` and ``ChannelsLast``
+            among ``callbacks`` are the current settings that candidates are compared with.
+
+    Returns:
+        A :class:`~lightning_efficient.functional.tuning.TuneResult`: the table, the chosen settings,
+        ``recipe_kwargs()``, ``prepare_model(model)``, ``dataloader(loader)`` and ``to_json()``.
+
+    Raises:
+        TypeError: ``model`` is not a LightningModule, or a ``trainer_kwargs`` key no Trainer takes.
+        ValueError: a step count below 1, or both/neither data sources with a model that has no
+            ``train_dataloader``.
+        RuntimeError: the current settings themselves fail to train (the message carries the error).
+
+    Example::
+
+        result = tune(model, train_loader, max_epochs=10)
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
+    """
+    started = time.perf_counter()
+    trials = Trials(model, train_dataloaders, datamodule, warmup_steps=warmup_steps, window_steps=window_steps,
+                    repeats=repeats, **trainer_kwargs)
+    precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
+    workers, workers_note = _worker_options(trials.loader, num_workers)
+    current = trials.current if workers else replace(trials.current, num_workers=None)
+    if compile is None:
+        compile = trials.device == "cuda"
+    options: dict[str, Sequence[Any]] = {
+        "precision": precisions,
+        "channels_last": [False, True] if channels_last else [],
+        "num_workers": workers,
+        "compile": [False, True] if compile else [],
+    }
+    notes = [workers_note] if workers_note else []
+    if not compile:
+        notes.append("torch.compile not measured (compile=None measures it on CUDA only; pass compile=True).")
+    planned = planned_steps if planned_steps is not None else _planned_steps(trainer_kwargs, trials.loader)
+    try:
+        planned_images = planned * batch_size_guess(trials.loader) if planned else None
+        chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped)
+    finally:
+        trials.restore()
+    result = TuneResult(
+        current=current, chosen=chosen, measurements=table, reasons=reasons, planned_steps=planned,
+        batch_size=trials.batch_size, tuning_s=time.perf_counter() - started,
+        machine=machine_text(trials.device), notes=notes,
+    )
+    if verbose and _is_global_zero():
+        print(result)
+    return result
+
+
+class Trials:
+    """Measures candidate settings by short real fits on copies of the user's model (the ``measure`` of
+    :func:`~lightning_efficient.functional.tuning.search`; :func:`tune` uses it, and so can a benchmark that
+    measures every candidate).
+
+    Each call ``trials(candidate, stage)`` builds a ``Trainer`` with the user's ``trainer_kwargs`` and the
+    candidate's precision and ``ChannelsLast``, trains a deep copy of ``model`` (compiled in place if asked) on
+    the user's data (rebuilt with the candidate's ``num_workers`` if any) for
+    ``warmup_steps + repeats * window_steps`` optimizer steps, and returns a
+    :class:`~lightning_efficient.functional.tuning.Measurement`; an exception becomes ``Measurement.error``.
+    The global RNG states (torch, CUDA, Python, NumPy) and backend flags (cuDNN, deterministic algorithms,
+    float32 matmul precision) are set back to their values at construction after every call.
+
+    Args:
+        model, train_dataloaders, datamodule: as for ``Trainer.fit``.
+        warmup_steps, window_steps, repeats: as for :func:`tune`.
+        **trainer_kwargs: the user's ``Trainer`` arguments (see :func:`tune`).
+
+    Attributes:
+        current: the user's settings (precision, ``ChannelsLast`` among the callbacks, the loader's workers).
+        loader: the training loader as resolved (``None`` if only Lightning can build it).
+        device: ``"cuda"`` or ``"cpu"``.
+        batch_size: images per batch, once measured.
+
+    Raises:
+        TypeError: ``model`` is not a LightningModule, or a ``trainer_kwargs`` key no Trainer takes.
+        ValueError: a step count below 1, both data sources, or none.
+    """
+
+    def __init__(
+        self, model: Any, train_dataloaders: Any = None, datamodule: Any = None, *, warmup_steps: int = 2,
+        window_steps: int = 2, repeats: int = 3, **trainer_kwargs: Any,
+    ) -> None:
+        self.trainer_cls = _trainer_class(model)
+        for name, value in (("warmup_steps", warmup_steps), ("window_steps", window_steps), ("repeats", repeats)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"tune({name}={value!r}): expected an integer >= 1.")
+        if train_dataloaders is not None and datamodule is not None:
+            raise ValueError("tune(): pass train_dataloaders or datamodule, not both (as for Trainer.fit).")
+        valid = set(inspect.signature(self.trainer_cls.__init__).parameters) - {"self"}
+        unknown = sorted(set(trainer_kwargs) - valid)
+        if unknown:
+            raise TypeError(f"tune(): Trainer takes no argument {', '.join(map(repr, unknown))}.")
+        self.model, self.train_dataloaders, self.datamodule = model, train_dataloaders, datamodule
+        self.warmup_steps, self.window_steps, self.repeats = warmup_steps, window_steps, repeats
+        # Saved before the data hooks run: train_dataloader() or setup() may draw from the global RNG.
+        self._rng, self._flags = _rng_state(), _backend_flags()
+        try:
+            self.loader = _training_loader(model, train_dataloaders, datamodule)
+        finally:
+            self.restore()
+        if self.loader is None and train_dataloaders is None and datamodule is None:
+            raise ValueError("tune(): no training data: pass train_dataloaders= or datamodule=, or define "
+                             "train_dataloader() in the model.")
+        if _is_one_shot(self.loader):
+            raise ValueError(f"tune(): the training data is a one-shot iterator ({type(self.loader).__name__}): "
+                             "tuning would use it up before your fit; pass a DataLoader or another iterable that "
+                             "can be iterated again.")
+        self.device = _resolve_device(trainer_kwargs.get("accelerator", "auto"))
+        self.user_callbacks, current_cl = _kept_callbacks(trainer_kwargs.get("callbacks"))
+        rebuildable = self.loader is not None and can_rebuild(self.loader) is None
+        self.current = Candidate(precision=str(trainer_kwargs.get("precision") or "32-true"),
+                                 channels_last=current_cl,
+                                 num_workers=self.loader.num_workers if rebuildable else None)
+        self.fixed = {k: v for k, v in trainer_kwargs.items() if k not in _CONTROLLED}
+        self.steps_needed = warmup_steps + repeats * window_steps
+        self.batch_size: Optional[int] = None
+
+    def restore(self) -> None:
+        """Set the global RNG states and backend flags back to their values at construction."""
+        _set_rng_state(self._rng)
+        _set_backend_flags(self._flags)
+
+    def _data(self, net: Any, num_workers: Optional[int]) -> tuple[Any, dict[str, Any]]:
+        """The model to fit and ``fit``'s data arguments for ``num_workers``."""
+        if num_workers is not None and num_workers != getattr(self.loader, "num_workers", None):
+            rebuilt = with_num_workers(self.loader, num_workers)
+            if self.train_dataloaders is not None:
+                return net, {"train_dataloaders": rebuilt}
+            if self.datamodule is not None:
+                return net, {"datamodule": _with_loader(self.datamodule, rebuilt)}
+            return _with_loader(net, rebuilt), {}
+        if self.train_dataloaders is not None:
+            return net, {"train_dataloaders": self.train_dataloaders}
+        if self.datamodule is not None:
+            return net, {"datamodule": self.datamodule}
+        return net, {}
+
+    def __call__(self, candidate: Candidate, stage: str) -> Measurement:
+        probe = _Probe(self.warmup_steps, self.window_steps, self.repeats)
+        callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
+        if candidate.channels_last:
+            callbacks.append(ChannelsLast())
+        try:
+            with no_lightning_info():
+                trainer = self.trainer_cls(
+                    precision=candidate.precision, callbacks=callbacks, max_steps=self.steps_needed,
+                    # Bounded: every epoch that yields a batch ends with an optimizer step, so max_steps comes
+                    # first unless the data runs dry (an exhausted iterator gives empty epochs: -1 never ends).
+                    max_epochs=self.steps_needed,
+                    limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, **self.fixed,
+                )
+            net = copy.deepcopy(self.model)
+            if candidate.compile:
+                net.compile()
+            net, data = self._data(net, candidate.num_workers)
+            self.restore()
+            with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
+                # Lightning's advice about these short fits without validation or logger is not the user's to act
+                # on; their own fit shows every warning.
+                warnings.filterwarnings("ignore", category=UserWarning,
+                                        module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
+                trainer.fit(net, **data)
+        except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
+            return Measurement(candidate, stage, error=f"{type(err).__name__}: {err}".split("\n")[0][:300])
+        finally:
+            self.restore()
+        r = probe.result or {}
+        rates = tuple(x for x in r.get("rates", []) if math.isfinite(x))
+        if not rates or r.get("steps", 0) < self.steps_needed:  # fewer windows than asked: no noise estimate
+            return Measurement(candidate, stage, error=f"the loader gave {r.get('steps', 0)} batches; "
+                               f"{self.steps_needed} are needed (warmup_steps + repeats x window_steps)")
+        self.batch_size = self.batch_size or r.get("batch_size")
+        compile_s = max(0.0, r["warmup_s"] - self.warmup_steps * r["step_s"]) if candidate.compile else math.nan
+        return Measurement(candidate, stage, window_images_per_s=rates, warmup_s=r["warmup_s"],
+                           peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s)
+
+
+def batch_size_guess(loader: Any) -> int:
+    """Images per batch of ``loader`` where it says (``batch_size`` or its batch sampler's), else 1."""
+    size = getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return int(size) if size else 1
+
+
+def machine_text(device: str) -> str:
+    """E.g. ``"cpu: AMD EPYC, 2 CPUs, torch 2.9.1"`` or ``"cuda: NVIDIA H200, 16 CPUs, torch 2.9.1"``."""
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            for line in open("/proc/cpuinfo"):
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+    return f"{device}: {name}, {available_cpus()} CPUs, torch {torch.__version__}"
+
+
+def _is_global_zero() -> bool:
+    return not (torch.distributed.is_available() and torch.distributed.is_initialized()) or \
+        torch.distributed.get_rank() == 0

@@ -1,0 +1,61 @@
+"""EfficiencyReport points to tune() where a setting's effect depends on the model and hardware (issue #13)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lightning_efficient import EfficiencyReport, recipe
+from lightning_efficient.functional.efficiency import RunFacts, tune_hints
+
+CPU = dict(accelerator="cpu", recommended_precision="32-true")
+
+
+@pytest.mark.parametrize(
+    ("facts", "share", "expect"),
+    [
+        (RunFacts(precision="bf16-mixed", **CPU), 0.0, "runs emulated"),
+        (RunFacts(precision="16-mixed", **CPU), 0.0, "runs emulated"),
+        (RunFacts(precision="32-true", model_channels_last=1.0, **CPU), 0.0, "channels_last on a CPU"),
+        (RunFacts(precision="32-true", num_workers=1, **CPU), 0.5, "data-bound with num_workers=1"),
+    ],
+    ids=["bf16-emulated", "fp16-emulated", "channels-last-cpu", "data-bound"],
+)
+def test_each_questionable_setting_gets_a_hint_and_the_pointer(facts, share, expect):
+    hints = tune_hints(facts, share)
+    assert len(hints) == 2 and expect in hints[0]
+    assert "lightning_efficient.tune(model, train_loader" in hints[-1] and "lightning-efficient tune" in hints[-1]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        RunFacts(precision="32-true", model_channels_last=0.0, num_workers=1, **CPU),  # plain fp32 NCHW, compute-bound
+        RunFacts(precision="bf16-mixed", accelerator="cpu", recommended_precision="bf16-mixed"),  # native bf16
+        RunFacts(precision="bf16-mixed", accelerator="cuda", recommended_precision="bf16-mixed", model_channels_last=1.0),
+        RunFacts(precision="bf16-mixed", model_channels_last=1.0, tuned=True, **CPU),  # chosen by tune(): no hint
+    ],
+    ids=["plain", "native-bf16", "on-a-gpu", "tuned"],
+)
+def test_nothing_in_doubt_gives_no_hint(facts):
+    assert tune_hints(facts, 0.1) == []
+
+
+def test_unknown_data_wait_is_not_called_data_bound():
+    assert tune_hints(RunFacts(precision="32-true", num_workers=0, **CPU), math.nan) == []
+
+
+def test_recipe_marks_its_report_as_tuned_only_with_a_tune_result():
+    class Result:  # the two members recipe() reads
+        chosen = None
+
+        @staticmethod
+        def recipe_kwargs():
+            return {"precision": "32-true", "channels_last": False}
+
+    def report(kwargs):
+        return next(c for c in kwargs["callbacks"] if isinstance(c, EfficiencyReport))
+
+    assert report(recipe(tune=Result())).tuned is True
+    assert report(recipe()).tuned is False

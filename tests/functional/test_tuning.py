@@ -1,0 +1,498 @@
+"""The pure core of ``tune()``: ``lightning_efficient.functional.tuning`` (no Trainer, no clock).
+
+Every measurement here is scripted: a fake ``measure(candidate, stage)`` looks the candidate's images/s up in a
+table, so the tests check the decisions (noise rule, greedy search, confirmation, compile amortisation), the cost
+of the search and the result's output, never a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Any, Callable, Optional
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader, TensorDataset
+
+import lightning_efficient as le
+from lightning_efficient.functional.tuning import FACTORS, MIN_GAIN, Candidate, Measurement, TuneResult, beats, search
+
+CURRENT = Candidate()  # 32-true, no channels_last, no compile, the loader's workers
+
+
+def _m(rates, candidate: Candidate = CURRENT, stage: str = "current", **kw: Any) -> Measurement:
+    return Measurement(candidate, stage, window_images_per_s=tuple(rates), **kw)
+
+
+class Bench:
+    """A scripted ``measure``: images/s from ``speed(candidate, stage)``; ``None`` means the fit raised.
+
+    Each measurement has three windows ``rate * (1 - noise), rate, rate * (1 + noise)`` (spread ``2 * noise``).
+    Every call is recorded in ``calls``.
+    """
+
+    def __init__(self, speed: Callable[[Candidate, str], Optional[float]], noise: float = 0.0,
+                 compile_s: float = math.nan) -> None:
+        self.speed, self.noise, self.compile_s = speed, noise, compile_s
+        self.calls: list[tuple[Candidate, str]] = []
+
+    def __call__(self, candidate: Candidate, stage: str) -> Measurement:
+        self.calls.append((candidate, stage))
+        rate = self.speed(candidate, stage)
+        if rate is None:
+            return Measurement(candidate, stage, error="RuntimeError: boom")
+        n = self.noise
+        return Measurement(candidate, stage, window_images_per_s=(rate * (1 - n), rate, rate * (1 + n)),
+                           peak_memory_mb=100.0, warmup_s=0.5,
+                           compile_s=self.compile_s if candidate.compile else math.nan)
+
+    @property
+    def stages(self) -> list[str]:
+        return [s for _, s in self.calls]
+
+
+def _separable(multipliers: dict[str, dict[Any, Optional[float]]], base: float = 100.0):
+    """Speed = base x the product of one multiplier per factor value (missing values: 1.0; ``None``: fails)."""
+
+    def speed(c: Candidate, stage: str) -> Optional[float]:
+        rate = base
+        for factor, table in multipliers.items():
+            m = table.get(getattr(c, factor), 1.0)
+            if m is None:
+                return None
+            rate *= m
+        return rate
+
+    return speed
+
+
+# ------------------------------------------------------------------------------------------------ Measurement
+def test_measurement_median_spread_and_ok():
+    m = _m([90.0, 110.0, 100.0])
+    assert m.ok and m.images_per_s == 100.0 and m.spread == pytest.approx(0.2)
+    assert _m([80.0, 120.0]).images_per_s == 100.0  # even count: mean of the middle two
+    assert _m([42.0]).spread == 0.0
+    for bad in (_m([]), Measurement(CURRENT, "current", error="X: y"),
+                Measurement(CURRENT, "precision", skipped="emulated")):
+        assert not bad.ok and math.isnan(bad.images_per_s) and math.isnan(bad.spread)
+
+
+def test_amortised_charges_compile_seconds_to_the_planned_run():
+    m = _m([100.0, 100.0], Candidate(compile=True), "compile", compile_s=10.0)
+    # 1000 images at 100 images/s: 10 s of steady state + 10 s of compilation -> half the rate.
+    assert m.amortised(1000).window_images_per_s == pytest.approx((50.0, 50.0))
+    # 1e6 images: 10 000 s + 10 s.
+    assert m.amortised(1e6).images_per_s == pytest.approx(100.0 * 10_000 / 10_010)
+    assert m.amortised(1000).compile_s == 10.0 and m.window_images_per_s == (100.0, 100.0)  # not modified
+    assert m.amortised(None) is m and m.amortised(0) is m
+    assert replace(m, compile_s=math.nan).amortised(1000).window_images_per_s == (100.0, 100.0)
+    assert replace(m, compile_s=-3.0).amortised(1000).window_images_per_s == pytest.approx((100.0, 100.0))
+    failed = Measurement(Candidate(compile=True), "compile", error="X: y", compile_s=10.0)
+    assert failed.amortised(1000) is failed
+
+
+# ------------------------------------------------------------------------------------------------ beats
+WINDOWS = st.lists(st.floats(1.0, 1e5, allow_nan=False), min_size=1, max_size=5)
+GAINS = st.floats(0.0, 0.5)
+
+
+@given(WINDOWS, GAINS)
+def test_a_measurement_never_beats_itself(w, min_gain):
+    assert not beats(_m(w), _m(w, stage="confirm"), min_gain)
+
+
+@given(WINDOWS, WINDOWS, GAINS)
+def test_beats_is_antisymmetric(a, b, min_gain):
+    assert not (beats(_m(a), _m(b), min_gain) and beats(_m(b), _m(a), min_gain))
+
+
+@given(WINDOWS, WINDOWS, GAINS, st.floats(1e-3, 3.0))
+def test_scaling_new_beyond_the_noise_beats(old_w, new_w, min_gain, margin):
+    old = _m(old_w)
+    shape = _m(new_w)  # the spread of `new` is that of these windows whatever the scale
+    gain = max(min_gain, old.spread, shape.spread)
+    factor = old.images_per_s / shape.images_per_s * (1 + gain) * (1 + margin)
+    new = _m([x * factor for x in new_w], Candidate(channels_last=True), "channels_last")
+    assert beats(new, old, min_gain)
+
+
+@given(WINDOWS, GAINS, st.floats(0.0, 0.99))
+def test_a_gain_within_the_noise_does_not_beat(w, min_gain, fraction):
+    old = _m(w)
+    gain = max(min_gain, old.spread)
+    new = _m([x * (1 + fraction * gain) for x in w], Candidate(channels_last=True), "channels_last")
+    assert not beats(new, old, min_gain)
+
+
+@given(WINDOWS, st.sampled_from(["error", "skipped", "empty"]), GAINS)
+def test_failed_or_skipped_never_beat_nor_are_beaten(w, kind, min_gain):
+    bad = {"error": Measurement(CURRENT, "precision", error="RuntimeError: boom"),
+           "skipped": Measurement(CURRENT, "precision", skipped="emulated"),
+           "empty": Measurement(CURRENT, "precision")}[kind]
+    for ok in (_m(w), _m([x * 1000 for x in w]), _m([x / 1000 for x in w])):
+        assert not beats(bad, ok, min_gain) and not beats(ok, bad, min_gain)
+    # ... even when the failed measurement carries windows.
+    loud = replace(_m([x * 1000 for x in w]), error="RuntimeError: boom")
+    assert not beats(loud, _m(w), min_gain) and not beats(_m(w), loud, min_gain)
+
+
+def test_beats_uses_the_larger_of_min_gain_and_both_spreads():
+    old = _m([100.0, 100.0])
+    assert beats(_m([103.0, 103.0]), old) and not beats(_m([101.5, 101.5]), old)  # MIN_GAIN = 2%
+    assert MIN_GAIN == 0.02
+    assert not beats(_m([103.0, 103.0]), old, min_gain=0.05)
+    noisy_new = _m([100.0, 112.0, 125.0])  # 1.12x, spread 22%
+    assert not beats(noisy_new, old)
+    noisy_old = _m([90.0, 100.0, 110.0])  # spread 20%
+    assert not beats(_m([115.0] * 3), noisy_old) and beats(_m([125.0] * 3), noisy_old)
+
+
+# ------------------------------------------------------------------------------------------------ search
+def test_search_picks_the_fastest_value_of_each_factor_and_confirms_the_combination():
+    speed = _separable({"precision": {"bf16-mixed": 1.5, "16-mixed": 1.2}, "channels_last": {True: 1.3},
+                        "num_workers": {0: 1.0, 1: 1.2, 2: 1.6, 3: 1.1}})
+    bench = Bench(speed, noise=0.01)
+    options = {"precision": ["32-true", "bf16-mixed", "16-mixed"], "channels_last": [False, True],
+               "num_workers": [0, 1, 2, 3], "compile": [False, True]}
+    current = Candidate(num_workers=0)
+    chosen, table, reasons = search(current, options, bench)
+    assert chosen == Candidate("bf16-mixed", True, False, 2)
+    assert bench.stages == ["current", "precision", "precision", "channels_last", "num_workers", "num_workers",
+                            "num_workers", "compile", "confirm", "confirm"]
+    assert [m.candidate for m in table[-2:]] == [current, chosen]  # the confirmation: current, then the choice
+    assert [(c, s) for c, s in bench.calls] == [(m.candidate, m.stage) for m in table]
+    assert any(r.startswith("confirmed:") for r in reasons)
+    assert reasons[-1].startswith("chosen: bf16-mixed, channels_last, workers=2")
+    # Every later factor was measured with the best settings so far.
+    assert (Candidate("bf16-mixed", True, False, 1), "num_workers") in bench.calls
+
+
+def test_search_keeps_the_current_settings_when_gains_are_within_noise():
+    # 1.5% faster with no noise: below MIN_GAIN.
+    bench = Bench(_separable({"channels_last": {True: 1.015}, "precision": {"bf16-mixed": 1.01}}))
+    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"],
+                                              "channels_last": [False, True]}, bench)
+    assert chosen == CURRENT and "confirm" not in bench.stages
+    assert reasons[-1] == "chosen: the current settings (32-true)."
+    assert sum("a gain within the noise (2%)" in r for r in reasons) == 2
+    # 10% faster, but the windows spread by 20%: not told apart from noise.
+    noisy = Bench(_separable({"channels_last": {True: 1.10}}), noise=0.1)
+    assert search(CURRENT, {"channels_last": [False, True]}, noisy)[0] == CURRENT
+    # The same 10% with quiet windows is kept.
+    quiet = Bench(_separable({"channels_last": {True: 1.10}}), noise=0.01)
+    assert search(CURRENT, {"channels_last": [False, True]}, quiet)[0] == Candidate(channels_last=True)
+
+
+def test_search_never_picks_a_failing_candidate():
+    bench = Bench(_separable({"precision": {"bf16-mixed": None, "16-mixed": 1.2}, "channels_last": {True: None}}))
+    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed", "16-mixed"],
+                                              "channels_last": [False, True]}, bench)
+    assert chosen == Candidate(precision="16-mixed")
+    failed = [m for m in table if m.error]
+    assert [m.candidate for m in failed] == [Candidate("bf16-mixed"), Candidate("16-mixed", True)]
+    assert sum("failed (RuntimeError: boom)" in r for r in reasons) == 2
+
+
+def test_search_records_skipped_candidates_first_and_never_measures_or_chooses_them():
+    skipped = Measurement(Candidate("bf16-mixed"), "precision", skipped="bf16 is emulated on this CPU")
+    bench = Bench(_separable({"channels_last": {True: 1.5}}))
+    chosen, table, _ = search(CURRENT, {"channels_last": [False, True]}, bench, skipped=[skipped])
+    assert table[0] is skipped and len(table) == 3 and chosen == Candidate(channels_last=True)
+    assert Candidate("bf16-mixed") not in [c for c, _ in bench.calls]
+
+
+def test_search_falls_back_to_the_current_settings_when_the_confirmation_fails():
+    def speed(c: Candidate, stage: str) -> float:
+        if stage == "confirm":  # measured back to back, the combination is no faster
+            return 100.0
+        return 100.0 * (1.3 if c.channels_last else 1.0) * (1.3 if c.precision == "bf16-mixed" else 1.0)
+
+    bench = Bench(speed)
+    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"],
+                                              "channels_last": [False, True]}, bench)
+    assert chosen == CURRENT
+    assert bench.stages[-2:] == ["confirm", "confirm"]
+    assert bench.calls[-2:] == [(CURRENT, "confirm"), (Candidate("bf16-mixed", True), "confirm")]
+    assert any(r.startswith("not confirmed:") for r in reasons)
+    assert reasons[-1] == "chosen: the current settings (32-true)."
+
+
+def test_search_falls_back_when_the_confirmation_of_the_combination_raises():
+    def speed(c: Candidate, stage: str) -> Optional[float]:
+        if stage == "confirm" and c != CURRENT:
+            return None
+        return 100.0 * (1.3 if c.channels_last else 1.0) * (1.3 if c.precision == "bf16-mixed" else 1.0)
+
+    chosen, table, _ = search(CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
+                              Bench(speed))
+    assert chosen == CURRENT and table[-1].error
+
+
+def test_no_confirmation_when_only_one_factor_changed():
+    bench = Bench(_separable({"channels_last": {True: 1.5}, "precision": {"bf16-mixed": 0.5}}))
+    chosen, _, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
+                                bench)
+    assert chosen == Candidate(channels_last=True) and "confirm" not in bench.stages
+    assert reasons[-1] == "chosen: 32-true, channels_last (changed: channels_last)."
+
+
+def test_search_raises_when_the_current_settings_fail():
+    bench = Bench(lambda c, s: None)
+    with pytest.raises(RuntimeError, match=r"current settings \(32-true\) fail to train: RuntimeError: boom"):
+        search(CURRENT, {"channels_last": [False, True]}, bench)
+    assert bench.stages == ["current"]
+
+
+def test_search_rejects_unknown_factors():
+    with pytest.raises(ValueError, match="batch_size"):
+        search(CURRENT, {"batch_size": [8, 16]}, Bench(lambda c, s: 1.0))
+
+
+def test_compile_is_chosen_only_when_its_compile_time_pays_off_over_the_planned_run():
+    options = {"compile": [False, True]}
+    bench = Bench(_separable({"compile": {True: 2.0}}), compile_s=30.0)  # 2x per step, 30 s to compile
+    few, table, reasons = search(CURRENT, options, bench, planned_images=1000)  # 5 s of steady state
+    assert few == CURRENT and "not kept" in reasons[0]
+    assert table[-1].images_per_s == 200.0  # the table keeps the measured (not amortised) rate
+    assert search(CURRENT, options, bench, planned_images=1e6)[0] == Candidate(compile=True)
+    assert search(CURRENT, options, bench, planned_images=None)[0] == Candidate(compile=True)
+
+
+def test_compile_amortisation_applies_to_the_confirmation_too():
+    def speed(c: Candidate, stage: str) -> float:
+        if stage == "confirm":  # measured again, the combination is only 1.1x the current settings
+            return 110.0 if c.compile else 100.0
+        return 100.0 * (1.5 if c.channels_last else 1.0) * (2.0 if c.compile else 1.0)
+
+    bench = Bench(speed, compile_s=30.0)
+    options = {"channels_last": [False, True], "compile": [False, True]}
+    # Not amortised: 110 beats 100 by more than 2%, the combination is confirmed.
+    assert search(CURRENT, options, bench)[0] == Candidate(channels_last=True, compile=True)
+    # 3e4 images: the compile stage, 300 images/s for 100 s + 30 s of compilation (231 vs 150), is kept; the
+    # confirmation, 110 images/s for 273 s + 30 s (99 vs 100), is not.
+    chosen, _, reasons = search(CURRENT, options, bench, planned_images=3e4)
+    assert chosen == CURRENT and any(r.startswith("not confirmed:") for r in reasons)
+    assert any(r.startswith("compile=True: kept") for r in reasons)
+    # 2e3 images: the compile stage itself is charged 30 s against 6.7 s of steady state: not kept.
+    assert search(CURRENT, options, bench, planned_images=2e3)[0] == Candidate(channels_last=True)
+
+
+@st.composite
+def _search_case(draw):
+    """Options of several sizes (the current value among them, anywhere), distinct clear multipliers per value,
+    some values failing; the current values never fail."""
+    pools = {"precision": ["32-true", "bf16-mixed", "16-mixed", "64-true"], "channels_last": [False, True],
+             "num_workers": [0, 1, 2, 3, 4, 5], "compile": [False, True]}
+    current = Candidate(precision=draw(st.sampled_from(pools["precision"])), channels_last=draw(st.booleans()),
+                        compile=draw(st.booleans()), num_workers=draw(st.sampled_from(pools["num_workers"])))
+    options, multipliers = {}, {}
+    for factor in FACTORS:
+        now = getattr(current, factor)
+        others = draw(st.lists(st.sampled_from([v for v in pools[factor] if v != now]), unique=True))
+        values = draw(st.permutations([now] + others))
+        if draw(st.booleans()) or others:
+            options[factor] = values
+        gains = draw(st.permutations([1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0][: len(values)]))
+        table: dict[Any, Optional[float]] = dict(zip(values, gains))
+        for v in others:
+            if draw(st.integers(0, 3)) == 0:
+                table[v] = None  # fails
+        multipliers[factor] = table
+    return current, options, multipliers
+
+
+@settings(max_examples=200, deadline=None)
+@given(_search_case())
+def test_search_cost_is_linear_and_it_finds_the_best_value_of_each_factor(case):
+    current, options, multipliers = case
+    bench = Bench(_separable(multipliers))
+    chosen, table, reasons = search(current, options, bench)
+    # One measurement of the current settings, one per other value of each factor, two to confirm.
+    confirm = bench.stages.count("confirm")
+    assert len(bench.calls) == 1 + sum(len(v) - 1 for v in options.values()) + confirm
+    assert confirm == (2 if len(chosen.differences(current)) >= 2 else 0)
+    assert len(table) == len(bench.calls)
+    # Separable speeds with clear gaps: greedy finds the fastest working value of every factor varied.
+    for factor, values in options.items():
+        working = [v for v in values if multipliers[factor][v] is not None]
+        assert getattr(chosen, factor) == max(working, key=lambda v: multipliers[factor][v])
+    for factor in set(FACTORS) - set(options):
+        assert getattr(chosen, factor) == getattr(current, factor)
+    assert all(m.ok for m in table if m.candidate == chosen)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.booleans())
+def test_search_cost_with_noise_only_gains(n_precisions, n_workers, cl):
+    """Whatever is kept or not, each other value is measured once (current first in the options here)."""
+    precisions = ["32-true", "bf16-mixed", "16-mixed", "64-true", "transformer-engine"][:n_precisions]
+    options = {"precision": precisions, "num_workers": list(range(n_workers)),
+               "channels_last": [False, True] if cl else [False]}
+    bench = Bench(lambda c, s: 100.0 + (c.num_workers or 0) * 0.1)  # all within MIN_GAIN
+    chosen, _, _ = search(Candidate(num_workers=0), options, bench)
+    assert chosen == Candidate(num_workers=0)
+    assert len(bench.calls) == 1 + (n_precisions - 1) + (n_workers - 1) + int(cl)
+
+
+def test_a_factor_round_does_not_measure_its_starting_value_again():
+    # workers 1 beats 0 (the current value, listed second): 0 is not measured again with the same settings.
+    bench = Bench(_separable({"num_workers": {0: 1.0, 1: 1.5, 2: 1.2}}))
+    chosen, table, _ = search(Candidate(num_workers=0), {"num_workers": [1, 0, 2, 2]}, bench)
+    assert chosen == Candidate(num_workers=1)
+    assert [c.num_workers for c, _ in bench.calls] == [0, 1, 2]
+
+
+# ------------------------------------------------------------------------------------------------ TuneResult
+def _result(**kw: Any) -> TuneResult:
+    """bf16 skipped, channels_last kept (1.5x), workers=1 fails, workers=2 kept (1.2x), then confirmed."""
+    speed = _separable({"channels_last": {True: 1.5}, "num_workers": {1: None, 2: 1.2}})
+    skipped = [Measurement(Candidate("bf16-mixed"), "precision", skipped="bf16 is emulated on this CPU")]
+    current = Candidate(num_workers=0)
+    options = {"channels_last": [False, True], "num_workers": [0, 1, 2]}
+    chosen, table, reasons = search(current, options, Bench(speed, noise=0.01), skipped=skipped)
+    context = dict(planned_steps=100, batch_size=8, tuning_s=3.0, machine="cpu: test", notes=["a note"])
+    return TuneResult(current=current, chosen=chosen, measurements=table, reasons=reasons, **{**context, **kw})
+
+
+def test_result_rows_mark_the_last_measurement_of_the_choice_and_the_failures():
+    r = _result()
+    assert r.chosen == Candidate(channels_last=True, num_workers=2)
+    rows = r.rows()
+    assert [row["stage"] for row in rows] == ["precision", "current", "channels_last", "num_workers", "num_workers",
+                                              "confirm", "confirm"]
+    assert [row["status"] for row in rows] == [
+        "skipped: bf16 is emulated on this CPU", "ok", "ok", "failed: RuntimeError: boom", "ok", "ok", "chosen"]
+    assert rows[-1]["settings"] == "32-true, channels_last, workers=2"
+    assert rows[1]["ratio"] == 1.0 and rows[2]["ratio"] == pytest.approx(1.5)
+    assert rows[4]["ratio"] == pytest.approx(1.8)
+    assert math.isnan(rows[0]["images_per_s"]) and math.isnan(rows[3]["ratio"])
+    assert rows[1]["spread"] == pytest.approx(0.02) and rows[1]["peak_memory_mb"] == 100.0
+    assert math.isnan(rows[1]["compile_s"])
+
+
+def test_result_table_and_text():
+    r = _result()
+    lines = r.table().splitlines()
+    assert lines[0].startswith("| settings | stage | images/s |") and len(lines) == 2 + len(r.measurements)
+    assert lines[2].startswith("| bf16-mixed | precision | - | - | - |") and "skipped: bf16 is emulated" in lines[2]
+    assert lines[3] == "| 32-true, workers=0 | current | 100.0 | 1.00x | 2% | 100 | - | ok |"
+    assert "| failed: RuntimeError: boom |" in lines[5]
+    assert lines[-1].endswith("| chosen |")
+    text = str(r)
+    assert text.startswith("tune(): chose 32-true, channels_last, workers=2 (1.80x the images/s of the current "
+                           "32-true, workers=0); tuning took 3 s")
+    assert r.table() in text and "- a note" in text and all(f"- {x}" in text for x in r.reasons)
+
+
+def test_result_to_json_has_no_nan_and_round_trips():
+    r = _result()
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    data = json.loads(r.to_json(), parse_constant=no_constants)
+    assert data["chosen"] == {"precision": "32-true", "channels_last": True, "compile": False, "num_workers": 2}
+    assert data["current"]["num_workers"] == 0
+    assert data["recipe_kwargs"] == {"precision": "32-true", "channels_last": True}
+    assert data["speedup"] == pytest.approx(1.8)
+    assert [row["status"] for row in data["rows"]] == [row["status"] for row in r.rows()]
+    assert data["rows"][0]["images_per_s"] is None and data["rows"][1]["compile_s"] is None
+    assert data["measurements"][3]["error"] == "RuntimeError: boom"
+    assert data["measurements"][1]["window_images_per_s"] == pytest.approx([99.0, 100.0, 101.0])
+    assert data["measurements"][0]["warmup_s"] is None
+    assert (data["planned_steps"], data["batch_size"], data["tuning_s"], data["machine"], data["notes"]) == \
+        (100, 8, 3.0, "cpu: test", ["a note"])
+    assert data["reasons"] == r.reasons
+    assert json.loads(r.to_json(indent=None)) == data and "\n" not in r.to_json(indent=None)
+    nan_time = _result(tuning_s=math.nan)
+    assert json.loads(nan_time.to_json(), parse_constant=no_constants)["tuning_s"] is None
+
+
+def test_result_settings_recipe_kwargs_and_measured():
+    r = _result()
+    assert (r.precision, r.channels_last, r.compile, r.num_workers) == ("32-true", True, False, 2)
+    assert r.recipe_kwargs() == {"precision": "32-true", "channels_last": True}
+    assert r.measured(r.chosen) is r.measurements[-1]  # the last successful one (the confirmation)
+    assert r.measured(Candidate(num_workers=1)) is None  # failed
+    assert r.measured(Candidate("bf16-mixed")) is None  # skipped
+
+
+def test_speedup():
+    r = _result()
+    assert r.speedup == pytest.approx(1.8)  # from the confirmation: 180 / 100
+    kept = TuneResult(current=CURRENT, chosen=CURRENT, measurements=[_m([100.0])], reasons=[])
+    assert kept.speedup == 1.0
+    # Without a confirmation: the last measurement of each.
+    one = TuneResult(current=CURRENT, chosen=Candidate(channels_last=True), reasons=[],
+                     measurements=[_m([100.0]), _m([130.0], Candidate(channels_last=True), "channels_last")])
+    assert one.speedup == pytest.approx(1.3)
+    unknown = TuneResult(current=CURRENT, chosen=Candidate(channels_last=True), measurements=[_m([100.0])],
+                         reasons=[])
+    assert math.isnan(unknown.speedup)
+
+
+class _Compilable:
+    def __init__(self) -> None:
+        self.compiled = 0
+
+    def compile(self) -> None:
+        self.compiled += 1
+
+
+def test_prepare_model_compiles_only_when_chosen():
+    model = _Compilable()
+    assert _result().prepare_model(model) is model and model.compiled == 0
+    compiled = TuneResult(current=CURRENT, chosen=Candidate(compile=True), measurements=[], reasons=[])
+    assert compiled.prepare_model(model) is model and model.compiled == 1
+
+
+def test_dataloader_is_rebuilt_only_for_another_worker_count():
+    loader = DataLoader(TensorDataset(torch.arange(8)), batch_size=2)
+    r = _result()  # workers=2 chosen
+    rebuilt = r.dataloader(loader)
+    assert rebuilt is not loader and rebuilt.num_workers == 2 and rebuilt.dataset is loader.dataset
+    assert loader.num_workers == 0
+    assert r.dataloader(rebuilt) is rebuilt
+    none = TuneResult(current=CURRENT, chosen=CURRENT, measurements=[], reasons=[])
+    assert none.dataloader(loader) is loader
+
+
+# ------------------------------------------------------------------------------------------------ recipe(tune=)
+def _names(kwargs: dict) -> list[str]:
+    return [type(cb).__name__ for cb in kwargs["callbacks"]]
+
+
+@pytest.mark.parametrize("precision,channels_last", [("bf16-mixed", False), ("32-true", True), ("16-mixed", False)])
+def test_recipe_takes_precision_and_channels_last_from_the_result(precision, channels_last):
+    chosen = Candidate(precision=precision, channels_last=channels_last)
+    r = TuneResult(current=CURRENT, chosen=chosen, measurements=[], reasons=[])
+    out = le.recipe(tune=r, accelerator="cpu", max_epochs=3)
+    assert out["precision"] == precision and out["max_epochs"] == 3
+    assert ("ChannelsLast" in _names(out)) is channels_last
+    assert le.recipe(**r.recipe_kwargs(), accelerator="cpu")["precision"] == precision
+
+
+def test_recipe_explicit_arguments_win_over_the_result():
+    r = TuneResult(current=CURRENT, chosen=Candidate("bf16-mixed", channels_last=False), measurements=[],
+                   reasons=[])
+    out = le.recipe(tune=r, precision="32-true", channels_last=True)
+    assert out["precision"] == "32-true" and "ChannelsLast" in _names(out)
+    r2 = TuneResult(current=CURRENT, chosen=Candidate("32-true", channels_last=True), measurements=[], reasons=[])
+    assert "ChannelsLast" not in _names(le.recipe(tune=r2, channels_last=False))
+    # Without a result the defaults are unchanged: ChannelsLast on.
+    assert "ChannelsLast" in _names(le.recipe())
+
+
+@pytest.mark.parametrize("bad", ["bf16-mixed", {"precision": "32-true"}, Candidate()])
+def test_recipe_rejects_what_is_not_a_tune_result(bad):
+    with pytest.raises(TypeError, match="TuneResult"):
+        le.recipe(tune=bad)
+
+
+def test_public_names():
+    assert le.TuneResult is TuneResult and callable(le.tune)
+    assert "tune" in le.__all__ and "TuneResult" in le.__all__
