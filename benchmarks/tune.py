@@ -3,10 +3,12 @@
 For each model:
 
 1. ``tune()`` with its defaults, as a user would call it (its wall-clock cost is the "tuning cost");
-2. every candidate configuration measured with longer windows (``--window`` steps x ``--repeats`` windows after
+2. ``tune(compile=True, planned_steps=--planned-steps)``, which also measures ``torch.compile``, its compile time
+   amortised over a planned run of 3,000 optimizer steps (about 10 epochs of Imagenette at batch 32) by default;
+3. every candidate configuration measured with longer windows (``--window`` steps x ``--repeats`` windows after
    ``--warmup`` steps), the configurations without compilation in ``--rounds`` interleaved rounds (A B C D, then
    D C B A), the compiled ones once each (each fit recompiles: ~1 min on a 2-core CPU);
-3. the verdicts of issue #13: the tuned configuration's exhaustive images/s over the faster of plain ``32-true``
+4. the verdicts of issue #13: the tuned configuration's exhaustive images/s over the faster of plain ``32-true``
    (NCHW) and ``recipe()``'s settings (``recommended_precision()`` + channels_last), target >= 0.97x, and over the
    best configuration found exhaustively, target >= 0.95x.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
 import statistics
 import tempfile
 import time
@@ -98,6 +101,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--planned-steps", type=int, default=3000,
+                        help="optimizer steps of the run tune(compile=True) amortises compilation over")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the exhaustive set")
     parser.add_argument("--bf16", action="store_true", help="also measure bf16-mixed (slow where emulated)")
     parser.add_argument("--quick", action="store_true")
@@ -115,6 +120,8 @@ def main() -> None:
     recipe_precision = recommended_precision("cpu")
     rows, data = [], {"args": vars(args), "models": {}}
     with tempfile.TemporaryDirectory() as tmp, quiet_lightning():
+        # A fresh inductor cache: the first compilation of each model is as cold as a user's first one.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor")
         for key in args.models:
             log(f"== {key}")
             model, loader, callbacks = setup(key, args.batch_size, args.quick, Path(tmp))
@@ -124,6 +131,13 @@ def main() -> None:
             result = tune(model, loader, verbose=False, **tune_kw, **kw)
             cost = time.perf_counter() - start
             log(f"  tune(): {result.chosen.label()} in {cost:.0f} s")
+            with_compile = None
+            if not args.no_compile:  # what tune(compile=True) finds, and what measuring compilation costs
+                start = time.perf_counter()
+                with_compile = tune(model, loader, verbose=False, compile=True, planned_steps=args.planned_steps,
+                                    **tune_kw, **kw)
+                compile_cost = time.perf_counter() - start
+                log(f"  tune(compile=True): {with_compile.chosen.label()} in {compile_cost:.0f} s")
             trials = Trials(model, loader, warmup_steps=args.warmup, window_steps=args.window,
                             repeats=args.repeats, **kw)
             cpus = available_cpus()  # the same worker counts tune() tries by default, and the loader's own
@@ -158,6 +172,13 @@ def main() -> None:
                 key, result.chosen.label(), f"{cost:.0f} s", f"{rate(tuned):.1f}",
                 f"{rate(tuned) / floor:.2f}x", best.label(), f"{rate(tuned) / ok[best]:.2f}x",
             ))
+            if with_compile is not None:
+                tc = with_compile.chosen if with_compile.chosen.num_workers is not None else \
+                    replace(with_compile.chosen, num_workers=current_w)
+                rows.append((
+                    f"{key}, `compile=True`", with_compile.chosen.label(), f"{compile_cost:.0f} s",
+                    f"{rate(tc):.1f}", f"{rate(tc) / floor:.2f}x", best.label(), f"{rate(tc) / ok[best]:.2f}x",
+                ))
             data["models"][key] = {
                 "tune_cost_s": cost, "tuned": result.chosen.label(), "tune_table": result.rows(),
                 "tune_reasons": result.reasons,
@@ -167,6 +188,9 @@ def main() -> None:
                                 "peak_memory_mb": v["peak_mb"], "error": v["error"]} for c, v in pooled.items()],
                 "tuned_vs_faster_of_plain_and_recipe": rate(tuned) / floor,
                 "tuned_vs_best": rate(tuned) / ok[best],
+                "tune_compile": None if with_compile is None else {
+                    "cost_s": compile_cost, "chosen": with_compile.chosen.label(), "table": with_compile.rows(),
+                    "reasons": with_compile.reasons},
             }
             log(f"  tuned {rate(tuned):.1f} images/s; plain {rate(plain):.1f}; recipe {rate(recipe_c):.1f}; "
                 f"best {best.label()} {ok[best]:.1f}")
@@ -188,6 +212,8 @@ def main() -> None:
                                   "-" if e["compile_s"] is None else f"{e['compile_s']:.0f}",
                                   f"{e['peak_memory_mb']:.0f}", e["error"] or "") for e in m["exhaustive"]]),
                  "", "tune() decisions:", ""] + [f"- {r}" for r in m["tune_reasons"]]
+        if m["tune_compile"]:
+            body += ["", "tune(compile=True) decisions:", ""] + [f"- {r}" for r in m["tune_compile"]["reasons"]]
     name = "tune_quick" if args.quick else "tune"
     path = write_results(name, "tune(): measured choice vs exhaustive measurement", "\n".join(body), data)
     print("\n".join(body))

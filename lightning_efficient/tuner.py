@@ -282,7 +282,7 @@ def tune(
     compile: Optional[bool] = None,
     num_workers: Union[None, bool, Sequence[int]] = None,
     warmup_steps: int = 2,
-    window_steps: int = 2,
+    window_steps: int = 3,
     repeats: int = 3,
     planned_steps: Optional[int] = None,
     verbose: bool = True,
@@ -403,7 +403,7 @@ class Trials:
 
     def __init__(
         self, model: Any, train_dataloaders: Any = None, datamodule: Any = None, *, warmup_steps: int = 2,
-        window_steps: int = 2, repeats: int = 3, **trainer_kwargs: Any,
+        window_steps: int = 3, repeats: int = 3, **trainer_kwargs: Any,
     ) -> None:
         self.trainer_cls = _trainer_class(model)
         for name, value in (("warmup_steps", warmup_steps), ("window_steps", window_steps), ("repeats", repeats)):

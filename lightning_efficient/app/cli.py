@@ -103,9 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--planned-steps", type=_positive(int), default=None,
                       help="optimizer steps of your real run, to amortise compile time (default: not amortised)")
     tune.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...) (default auto)")
-    tune.add_argument("--steps", type=_positive(int), nargs=3, default=(2, 2, 3),
+    tune.add_argument("--steps", type=_positive(int), nargs=3, default=(2, 3, 3),
                       metavar=("WARMUP", "WINDOW", "REPEATS"),
-                      help="warm-up steps, steps per timed window, timed windows (default 2 2 3)")
+                      help="warm-up steps, steps per timed window, timed windows (default 2 3 3)")
     tune.add_argument("--out", default=None, help="write the result as JSON to this file")
     sub.add_parser(
         "doctor",

@@ -76,7 +76,7 @@ class RepeatedBatch:
 def run(
     model_name: str, *, image_size: int, batch_size: int, data: Optional[str] = None, workers: Optional[int] = None,
     precisions: Optional[Sequence[str]] = None, compile: Optional[bool] = None, planned_steps: Optional[int] = None,
-    accelerator: str = "auto", out: Optional[str] = None, steps: tuple[int, int, int] = (2, 2, 3),
+    accelerator: str = "auto", out: Optional[str] = None, steps: tuple[int, int, int] = (2, 3, 3),
 ) -> Any:
     """Tune ``model_name`` and print the table; returns the :class:`~lightning_efficient.TuneResult`.
 
