@@ -28,7 +28,7 @@ from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.data.loader import available_cpus, can_rebuild, with_num_workers
 from lightning_efficient.functional.efficiency import process_rss_bytes
-from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult, search
+from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult, compile_submodules, search
 from lightning_efficient.precision import cpu_has_native_bf16
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 
@@ -477,7 +477,7 @@ class Trials:
                 )
             net = copy.deepcopy(self.model)
             if candidate.compile:
-                net.compile()
+                compile_submodules(net)
             net, data = self._data(net, candidate.num_workers)
             self.restore()
             with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():

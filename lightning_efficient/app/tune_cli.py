@@ -131,7 +131,7 @@ def run(
         accelerator=accelerator, devices=1, callbacks=callbacks, verbose=True,
     )
     print(f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"
-          + ("; model.compile()" if result.compile else "")
+          + ("; result.prepare_model(model) (compiles it)" if result.compile else "")
           + (f"; DataLoader(num_workers={result.num_workers})" if data and result.num_workers is not None else ""))
     if out:
         Path(out).write_text(result.to_json())

@@ -37,7 +37,7 @@ class Candidate:
     Attributes:
         precision: Lightning's precision string (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``).
         channels_last: model and image batches in ``torch.channels_last`` (the :class:`ChannelsLast` callback).
-        compile: the LightningModule compiled in place with ``torch.compile`` (``module.compile()``).
+        compile: the model's submodules compiled in place with ``torch.compile`` (:func:`compile_submodules`).
         num_workers: ``DataLoader(num_workers=...)`` of the training loader; ``None``: as the user's loader.
     """
 
@@ -115,6 +115,24 @@ class Measurement:
         t = planned_images / self.images_per_s
         factor = t / (t + max(self.compile_s, 0.0))
         return replace(self, window_images_per_s=tuple(r * factor for r in self.window_images_per_s))
+
+
+def compile_submodules(module: Any, **compile_kwargs: Any) -> list[str]:
+    """Compile in place (``nn.Module.compile``, i.e. ``torch.compile`` of each call) every direct child of
+    ``module`` that holds parameters; returns their names.
+
+    Why the children: Lightning calls ``training_step`` directly, and a ``training_step`` that calls
+    ``self.model(x)`` (not ``self(x)``) never goes through the LightningModule's own ``__call__``, so compiling
+    the LightningModule itself (``torch.compile(model)`` or ``model.compile()``) would leave the network
+    uncompiled. Compiling the children that hold the weights covers both styles. Without such children the
+    module itself is compiled. State-dict keys are unchanged (in-place compilation adds no ``_orig_mod.``).
+    """
+    names = [name for name, child in module.named_children() if any(True for _ in child.parameters())]
+    for name in names:
+        getattr(module, name).compile(**compile_kwargs)
+    if not names:
+        module.compile(**compile_kwargs)
+    return names
 
 
 def beats(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) -> bool:
@@ -364,10 +382,10 @@ class TuneResult:
 
     # ---------------------------------------------------------------- applying it (no Trainer needed)
     def prepare_model(self, model: Any) -> Any:
-        """``model`` compiled in place (``model.compile()``, ``torch.compile`` of its forward) if compiling was
-        chosen; returned either way, so ``trainer.fit(result.prepare_model(model), ...)`` reads naturally."""
+        """``model`` with its submodules compiled in place (:func:`compile_submodules`) if compiling was chosen;
+        returned either way, so ``trainer.fit(result.prepare_model(model), ...)`` reads naturally."""
         if self.chosen.compile:
-            model.compile()
+            compile_submodules(model)
         return model
 
     def dataloader(self, loader: Any) -> Any:

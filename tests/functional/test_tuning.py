@@ -8,6 +8,7 @@ of the search and the result's output, never a speed.
 from __future__ import annotations
 
 import json
+import copy
 import math
 from dataclasses import replace
 from typing import Any, Callable, Optional
@@ -19,7 +20,16 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, TensorDataset
 
 import lightning_efficient as le
-from lightning_efficient.functional.tuning import FACTORS, MIN_GAIN, Candidate, Measurement, TuneResult, beats, search
+from lightning_efficient.functional.tuning import (
+    FACTORS,
+    MIN_GAIN,
+    Candidate,
+    Measurement,
+    TuneResult,
+    beats,
+    compile_submodules,
+    search,
+)
 
 CURRENT = Candidate()  # 32-true, no channels_last, no compile, the loader's workers
 
@@ -435,19 +445,46 @@ def test_speedup():
     assert math.isnan(unknown.speedup)
 
 
-class _Compilable:
+class _Net(torch.nn.Module):
+    """A LightningModule-like container: the weights in ``self.model``, a parameter-free child, a training step
+    that calls ``self.model(x)`` directly (Lightning calls training_step, never the container's ``__call__``)."""
+
     def __init__(self) -> None:
-        self.compiled = 0
+        super().__init__()
+        self.model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+        self.loss = torch.nn.CrossEntropyLoss()  # no parameters: not compiled
 
-    def compile(self) -> None:
-        self.compiled += 1
+    def training_step(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
 
 
-def test_prepare_model_compiles_only_when_chosen():
-    model = _Compilable()
-    assert _result().prepare_model(model) is model and model.compiled == 0
-    compiled = TuneResult(current=CURRENT, chosen=Candidate(compile=True), measurements=[], reasons=[])
-    assert compiled.prepare_model(model) is model and model.compiled == 1
+def _compiled(module: torch.nn.Module) -> bool:
+    return getattr(module, "_compiled_call_impl", None) is not None
+
+
+def test_prepare_model_compiles_the_children_that_hold_weights_only_when_chosen():
+    model = _Net()
+    assert _result().prepare_model(model) is model and not _compiled(model.model)
+    chosen = TuneResult(current=CURRENT, chosen=Candidate(compile=True), measurements=[], reasons=[])
+    keys = list(model.state_dict())
+    assert chosen.prepare_model(model) is model
+    assert _compiled(model.model) and not _compiled(model.loss) and not _compiled(model)
+    assert list(model.state_dict()) == keys  # in place: no "_orig_mod." prefix in checkpoints
+
+
+def test_compile_submodules_goes_through_the_compiled_call_from_training_step():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    model = _Net()
+    reference = copy.deepcopy(model.model)
+    assert compile_submodules(model, backend="eager") == ["model"]
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    x = torch.randn(2, 3, 8, 8)
+    assert torch.allclose(model.training_step(x), reference(x))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > before  # dynamo traced the weights' call
+    bare = torch.nn.Linear(2, 2)  # no children with weights: the module itself
+    assert compile_submodules(bare, backend="eager") == [] and _compiled(bare)
 
 
 def test_dataloader_is_rebuilt_only_for_another_worker_count():
