@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
 
-.PHONY: demo test setup clean
+.PHONY: demo test notebooks setup clean
 
 setup: $(STAMP)
 
@@ -16,10 +16,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json
+	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json --plot demo-results.png
 
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake notebooks
 
+# Re-execute every notebook and store its outputs in place (tables, plots, reports as produced on this machine),
+# without per-cell timestamps. Each runs with notebooks/ as its working directory, as under nbmake in `make test`,
+# which re-executes them without writing and fails if one no longer runs.
+notebooks: $(STAMP)
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
+
 clean:
-	rm -rf $(VENV) lightning_logs demo-results.json
+	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png

@@ -229,36 +229,44 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
         )
     )
 
+    # Settings tune() measured and kept: not a failure, a measured choice (shown as information, "[-]").
+    tuned_note = " (kept by tune(): the alternative measured no faster here)"
     mixed = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
+    ok = mixed or facts.recommended_precision == "32-true"
     checks.append(
         Check(
             "mixed precision",
-            mixed or facts.recommended_precision == "32-true",
+            None if facts.tuned and not ok else ok,
             f"precision={facts.precision!r}"
-            + ("" if mixed else f" (this hardware supports {facts.recommended_precision!r})"),
+            + ("" if mixed else f" (this hardware supports {facts.recommended_precision!r})")
+            + (tuned_note if facts.tuned and not ok else ""),
             f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())",
         )
     )
     if facts.model_channels_last is None:
         checks.append(Check("model channels_last", None, "no 4-D conv weights"))
     else:
+        ok = facts.model_channels_last >= 0.99
         checks.append(
             Check(
                 "model channels_last",
-                facts.model_channels_last >= 0.99,
-                f"{100 * facts.model_channels_last:.0f}% of 4-D conv weights are channels_last",
+                None if facts.tuned and not ok else ok,
+                f"{100 * facts.model_channels_last:.0f}% of 4-D conv weights are channels_last"
+                + (tuned_note if facts.tuned and not ok else ""),
                 "add the ChannelsLast() callback",
             )
         )
     if facts.inputs_channels_last is None:
         checks.append(Check("inputs channels_last", None, "no 4-D float input seen"))
     else:
+        ok = facts.inputs_channels_last
         checks.append(
             Check(
                 "inputs channels_last",
-                facts.inputs_channels_last,
+                None if facts.tuned and not ok else ok,
                 "image batches reach training_step in "
-                + ("channels_last (NHWC)" if facts.inputs_channels_last else "NCHW"),
+                + ("channels_last (NHWC)" if facts.inputs_channels_last else "NCHW")
+                + (tuned_note if facts.tuned and not ok else ""),
                 "add the ChannelsLast() callback (it converts every 4-D float batch tensor)",
             )
         )

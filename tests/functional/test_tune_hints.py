@@ -59,3 +59,15 @@ def test_recipe_marks_its_report_as_tuned_only_with_a_tune_result():
 
     assert report(recipe(tune=Result())).tuned is True
     assert report(recipe()).tuned is False
+
+
+def test_settings_kept_by_tune_are_information_not_failures():
+    from lightning_efficient.functional.efficiency import checklist
+
+    facts = dict(precision="32-true", accelerator="cpu", recommended_precision="bf16-mixed", model_channels_last=0.0,
+                 inputs_channels_last=False)
+    plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.0)}
+    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.0)}
+    for name in ("mixed precision", "model channels_last", "inputs channels_last"):
+        assert plain[name].ok is False and "tune()" not in plain[name].detail
+        assert tuned[name].ok is None and "kept by tune()" in tuned[name].detail

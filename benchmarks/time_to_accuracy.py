@@ -1,0 +1,158 @@
+"""Time to a target top-1: plain Lightning vs the efficient side, ResNet-18 on Imagenette, several seeds.
+
+The two sides are exactly the demo's (``lightning_efficient.app.demo``), each run in its own process:
+
+* *baseline*: plain Lightning, ``32-true``, NCHW, LR schedule stepped per epoch, torchvision
+  ``RandomResizedCrop`` + ``TrivialAugmentWide`` + ``ToTensor`` per image in DataLoader workers;
+* *efficient*: ``recipe()`` as ``tune()`` chooses it on this machine (tuning time counted), ``StepwiseLR``,
+  ``FastImageFolder`` uint8 batches, TrivialAugment per sample on the device.
+
+Same schedule in epochs (1-epoch linear warmup from 0.1x, then cosine to 0), same images, same seed per pair;
+the runs alternate (seed 0: baseline, efficient; seed 1: efficient, baseline; ...). Every epoch ends with top-1 on
+the full validation split; the curves are top-1 against training seconds (wall clock from the start of the run,
+tuning included, validation runs excluded). Reported: mean and spread of the final top-1 per side, each run's
+time to reach the baseline's mean final top-1, and the ratio of the sides' mean times (goal of issue #15: <= 0.55x).
+
+    python -m benchmarks.time_to_accuracy                    # defaults below; est. time printed first
+    python -m benchmarks.time_to_accuracy --quick            # smoke test: tiny subset, writes *_quick.*
+    python -m benchmarks.time_to_accuracy --size 112 --epochs 8 --train-images 0 --seeds 3
+
+Run it once, quietly, with nothing else on the machine. Writes ``benchmarks/results/time_to_accuracy.md``,
+``.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import DATA, RESULTS, markdown_table, write_results
+
+
+def curves_png(runs: list[dict[str, Any]], target: float, path: Path, title: str) -> None:
+    """All runs' top-1 against training seconds, one colour per side, the target as a dotted line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    colours = {"baseline": "tab:blue", "efficient": "tab:orange"}
+    seen = set()
+    for run in runs:
+        pts = run["top1_curve"]
+        label = None if run["kind"] in seen else run["kind"]
+        seen.add(run["kind"])
+        ax.plot([t for t, _ in pts], [100 * a for _, a in pts], "o-", ms=3, color=colours[run["kind"]], alpha=0.8,
+                label=label)
+    ax.axhline(100 * target, color="grey", ls=":", lw=1, label="baseline's mean final top-1")
+    ax.set_xlabel("training seconds (wall clock, tuning included, validation excluded)")
+    ax.set_ylabel("val top-1 (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DATA / "imagenette")
+    parser.add_argument("--size", type=int, default=96, help="training/validation crop side, px (default 96)")
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--train-images", type=int, default=0, help="class-balanced subset, 0 = all (default)")
+    parser.add_argument("--val-images", type=int, default=0, help="0 = the full validation split (default)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=0.05, help="peak SGD LR at --batch-size (default 0.05)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: auto)")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.size, args.epochs, args.train_images, args.val_images, args.seeds = 32, 2, 64, 32, 1
+
+    from torchvision.datasets import ImageFolder
+
+    from lightning_efficient.app.demo import DemoConfig, check_data, resolve_workers, run_in_subprocess
+    from lightning_efficient.data import balanced_subset
+
+    root = check_data(args.data)
+    train_samples, val_samples = ImageFolder(root / "train").samples, ImageFolder(root / "val").samples
+    train_idx = balanced_subset([t for _, t in train_samples], args.train_images, 0)
+    val_idx = balanced_subset([t for _, t in val_samples], args.val_images, 1)
+    cfg = DemoConfig(data=str(root), epochs=args.epochs, train_images=args.train_images, val_images=args.val_images,
+                     image_size=args.size, batch_size=args.batch_size, workers=resolve_workers(args.workers),
+                     lr=args.lr, progress=False)
+    print(f"ResNet-18, {len(train_idx)} train / {len(val_idx)} val images, {args.size} px, {args.epochs} epochs, "
+          f"{args.seeds} seeds per side, {cfg.workers} workers", flush=True)
+    runs: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for seed in range(args.seeds):
+        order = ("baseline", "efficient") if seed % 2 == 0 else ("efficient", "baseline")
+        for kind in order:
+            cfg.seed = seed
+            r = run_in_subprocess(kind, cfg, train_idx, val_idx)
+            r = {k: v for k, v in r.items() if k != "report"}
+            runs.append({"kind": kind, "seed": seed, **r})
+            print(f"  seed {seed} {kind:9s}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
+                  f"{r['images_per_s']:.1f} images/s; curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
+                  flush=True)
+
+    def side(kind: str) -> list[dict[str, Any]]:
+        return [r for r in runs if r["kind"] == kind]
+
+    target = statistics.mean(r["val_top1"] for r in side("baseline"))
+    rows, summary = [], {}
+    for kind in ("baseline", "efficient"):
+        finals = [r["val_top1"] for r in side(kind)]
+        times = [next((t for t, a in r["top1_curve"] if a >= target), math.nan) for r in side(kind)]
+        reached = [t for t in times if not math.isnan(t)]
+        summary[kind] = {
+            "final_top1_mean": statistics.mean(finals),
+            "final_top1_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+            "time_to_target_s": times,
+            "time_to_target_mean_s": statistics.mean(reached) if len(reached) == len(times) else math.nan,
+            "images_per_s_mean": statistics.mean(r["images_per_s"] for r in side(kind)),
+            "wall_time_mean_s": statistics.mean(r["wall_time_s"] for r in side(kind)),
+            "precision": side(kind)[0]["precision"],
+            "tuned": [r.get("tuned", {}).get("chosen") for r in side(kind)],
+        }
+        s = summary[kind]
+        rows.append((kind, s["precision"], f"{100 * s['final_top1_mean']:.1f}% +- {100 * s['final_top1_sd']:.1f}",
+                     ", ".join("not reached" if math.isnan(t) else f"{t:.0f} s" for t in times),
+                     "-" if math.isnan(s["time_to_target_mean_s"]) else f"{s['time_to_target_mean_s']:.0f} s",
+                     f"{s['images_per_s_mean']:.1f}", f"{s['wall_time_mean_s']:.0f} s"))
+    ratio = summary["efficient"]["time_to_target_mean_s"] / summary["baseline"]["time_to_target_mean_s"]
+    body = "\n".join([
+        f"ResNet-18 from scratch on Imagenette ({len(train_idx)} train / {len(val_idx)} val images), {args.size} px, "
+        f"batch {args.batch_size}, {args.epochs} epochs, peak LR {args.lr} (1-epoch warmup, cosine), "
+        f"{args.seeds} seeds per side, alternating; {cfg.workers} DataLoader workers. Total {time.perf_counter() - started:.0f} s.",
+        "",
+        f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline mean time to it: "
+        + ("not reached by every run" if math.isnan(ratio) else f"**{ratio:.2f}x**") + " (goal of issue #15: <= 0.55x).",
+        "",
+        markdown_table(("side", "precision", "final top-1 (mean +- sd)", "time to target, per seed",
+                        "mean time to target", "images/s", "wall time"), rows),
+        "",
+        "Training seconds: wall clock from the start of the run (tuning included), validation runs excluded; one "
+        "validation per epoch, so times to target have an epoch's resolution.",
+        f"Efficient side's tuned settings: {summary['efficient']['tuned']}.",
+        "",
+        f"![curves]({'time_to_accuracy_quick' if args.quick else 'time_to_accuracy'}.png)",
+    ])
+    name = "time_to_accuracy_quick" if args.quick else "time_to_accuracy"
+    curves_png(runs, target, RESULTS / f"{name}.png", f"ResNet-18, Imagenette, {args.size} px, {args.epochs} epochs")
+    path = write_results(name, "Time to accuracy: plain Lightning vs lightning_efficient", body,
+                         {"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary, "runs": runs,
+                          "ratio": ratio, "target": target})
+    print(body)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
