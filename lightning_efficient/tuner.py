@@ -168,7 +168,7 @@ def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]
         skipped.append(Measurement(
             Candidate(precision="bf16-mixed"), "precision",
             skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, far slower than fp32 "
-                    "(20x for ResNet-18 here, benchmarks/results/tune.md); pass precisions=[...] to measure it",
+                    "(a ResNet-18 step took 18x longer on such a CPU); pass precisions=[...] to measure it",
         ))
     return ["32-true"], skipped
 
@@ -414,7 +414,11 @@ class Trials:
         valid = set(inspect.signature(self.trainer_cls.__init__).parameters) - {"self"}
         unknown = sorted(set(trainer_kwargs) - valid)
         if unknown:
-            raise TypeError(f"tune(): Trainer takes no argument {', '.join(map(repr, unknown))}.")
+            import difflib
+
+            hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
+            text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
+            raise TypeError(f"tune(): Trainer takes no argument {text}.")
         self.model, self.train_dataloaders, self.datamodule = model, train_dataloaders, datamodule
         self.warmup_steps, self.window_steps, self.repeats = warmup_steps, window_steps, repeats
         # Saved before the data hooks run: train_dataloader() or setup() may draw from the global RNG.

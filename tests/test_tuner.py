@@ -381,7 +381,7 @@ def test_default_precisions_skip_emulated_bf16_and_planned_steps():
     (dict(repeats=True), ValueError, "repeats=True"),
     (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
     (dict(datamodule="both"), ValueError, "not both"),
-    (dict(max_epoch=3), TypeError, "'max_epoch'"),
+    (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
 ])
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -213,7 +213,12 @@ def search(
                                f"(noise {noise:.0%}).")
                 best, best_m = cand, effective
             else:
-                verdict = "slower" if ratio <= 1 else f"a gain within the noise ({noise:.0%})"
+                if ratio > 1:
+                    verdict = f"a gain within the noise ({noise:.0%})"
+                elif 1 / ratio > 1 + noise:
+                    verdict = "slower"
+                else:
+                    verdict = f"slower, within the noise ({noise:.0%})"
                 reasons.append(f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()}, "
                                f"{verdict}.")
     changed = best.differences(current)
