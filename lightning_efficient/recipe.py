@@ -15,6 +15,20 @@ from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.precision import recommended_precision
 
 
+def check_trainer_kwargs(trainer_kwargs: Any, who: str, trainers: Sequence[Any] = ()) -> None:
+    """Raise ``TypeError`` naming every key of ``trainer_kwargs`` that no ``Trainer`` in ``trainers`` (default:
+    those of the installed Lightning packages) takes, each with the closest valid name where one is close."""
+    classes = trainers or [package.Trainer for package in LIGHTNING_PACKAGES]
+    valid = {name for cls in classes for name in inspect.signature(cls.__init__).parameters} - {"self"}
+    unknown = sorted(set(trainer_kwargs) - valid)
+    if unknown:
+        import difflib
+
+        hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
+        text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
+        raise TypeError(f"{who}: Trainer takes no argument {text}.")
+
+
 def recipe(
     *,
     precision: Optional[str] = None,
@@ -66,16 +80,7 @@ def recipe(
         trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
         trainer = pl.Trainer(max_epochs=10, **recipe(tune=tune(model, loader, max_epochs=10)))
     """
-    valid = {
-        name for package in LIGHTNING_PACKAGES for name in inspect.signature(package.Trainer.__init__).parameters
-    } - {"self"}
-    unknown = sorted(set(trainer_kwargs) - valid)
-    if unknown:
-        import difflib
-
-        hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
-        text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
-        raise TypeError(f"recipe(): Trainer takes no argument {text}.")
+    check_trainer_kwargs(trainer_kwargs, "recipe()")
     if tune is not None:
         if not all(hasattr(tune, a) for a in ("recipe_kwargs", "chosen")):
             raise TypeError(f"recipe(tune=...): expected the TuneResult that tune() returns, got {type(tune).__name__}.")

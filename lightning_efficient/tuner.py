@@ -11,7 +11,6 @@ states and backend flags are restored, so ``trainer.fit`` afterwards does exactl
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 import platform
 import random
@@ -31,6 +30,7 @@ from lightning_efficient.functional.efficiency import process_rss_bytes
 from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult, compile_submodules, search
 from lightning_efficient.precision import cpu_has_native_bf16
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
+from lightning_efficient.recipe import check_trainer_kwargs
 
 __all__ = ["Candidate", "Measurement", "Trials", "TuneResult", "tune"]
 
@@ -411,14 +411,7 @@ class Trials:
                 raise ValueError(f"tune({name}={value!r}): expected an integer >= 1.")
         if train_dataloaders is not None and datamodule is not None:
             raise ValueError("tune(): pass train_dataloaders or datamodule, not both (as for Trainer.fit).")
-        valid = set(inspect.signature(self.trainer_cls.__init__).parameters) - {"self"}
-        unknown = sorted(set(trainer_kwargs) - valid)
-        if unknown:
-            import difflib
-
-            hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
-            text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
-            raise TypeError(f"tune(): Trainer takes no argument {text}.")
+        check_trainer_kwargs(trainer_kwargs, "tune()", [self.trainer_cls])
         self.model, self.train_dataloaders, self.datamodule = model, train_dataloaders, datamodule
         self.warmup_steps, self.window_steps, self.repeats = warmup_steps, window_steps, repeats
         # Saved before the data hooks run: train_dataloader() or setup() may draw from the global RNG.
