@@ -152,9 +152,37 @@ def _resolve_device(accelerator: Any) -> str:
     return "cpu"
 
 
+#: Precision values a Lightning ``Trainer`` accepts (``lightning_fabric``'s ``_PRECISION_INPUT``, 2.x).
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
+              "transformer-engine-float16", "32", "16", "bf16", "64", 32, 16, 64)
+
+#: Above this spread of the user's own settings' windows, ``tune()`` warns that the machine is too noisy.
+NOISY_SPREAD = 0.30
+
+
+def check_precision(value: Any, where: str) -> None:
+    """Raise ``ValueError`` naming the accepted values if ``value`` is not a precision Lightning accepts."""
+    if value not in PRECISIONS or isinstance(value, bool):
+        raise ValueError(f"{where}: precision {value!r} is not one Lightning accepts; use one of "
+                         f"{', '.join(repr(p) for p in PRECISIONS[:6])} (e.g. precisions=['32-true', 'bf16-mixed']).")
+
+
 def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]) -> tuple[list[str], list[Measurement]]:
     """Precisions to measure, and skipped ones with the reason."""
     if asked is not None:
+        if isinstance(asked, (str, int)):
+            raise TypeError(f"tune(precisions={asked!r}): expected a list of precisions, e.g. precisions=[{asked!r}].")
+        for p in asked:
+            check_precision(p, "tune(precisions=...)")
+        if device != "cuda":
+            # On a CPU Lightning runs "16-mixed" as bf16 autocast (with a warning the short fits would hide), so a
+            # "16-mixed" row would measure bf16 under another name.
+            fp16 = [p for p in asked if str(p) in ("16-mixed", "16")]
+            if fp16:
+                return [p for p in asked if p not in fp16], [Measurement(
+                    Candidate(precision=str(p)), "precision",
+                    skipped="Lightning runs 16-mixed as bf16-mixed on a CPU (float16 autocast is CUDA's); "
+                            "measure 'bf16-mixed' instead") for p in fp16]
         return list(asked), []
     if device == "cuda":
         options = ["32-true", "16-mixed"]
@@ -285,6 +313,7 @@ def tune(
     window_steps: int = 3,
     repeats: int = 3,
     planned_steps: Optional[int] = None,
+    remeasure: bool = True,
     verbose: bool = True,
     **trainer_kwargs: Any,
 ) -> TuneResult:
@@ -293,7 +322,8 @@ def tune(
     For each candidate a copy of ``model`` trains for ``warmup_steps + repeats * window_steps`` optimizer steps
     through a ``Trainer(**trainer_kwargs)`` (validation, logging and checkpoints off); training images/s is
     measured over each window of ``window_steps`` steps (data wait included). Factors are varied one at a time
-    against the best so far and a change is kept only if it beats the spread of the repeated windows
+    against the best so far and a change is kept only if it beats the spread of the repeated windows, or, when
+    its gain is above 2% but within that spread, if a second round measured back to back shows the gain again
     (:func:`~lightning_efficient.functional.tuning.search`); a combination of several changes is confirmed
     against the current settings once more. A candidate that raises (an op unsupported in bf16, a compile
     error) is reported in the table and never chosen.
@@ -318,6 +348,9 @@ def tune(
         repeats: timed windows per candidate; their spread is the noise a gain must beat.
         planned_steps: optimizer steps of the real run, to amortise compilation; default: from ``max_steps`` or
             ``max_epochs`` x steps per epoch in ``trainer_kwargs``.
+        remeasure: measure a gain above 2% but within the noise once more, back to back with the settings it
+            would replace, and keep it only if it holds (two more short fits per such value); ``False``: keep
+            the simpler settings at once.
         verbose: print the table when done (rank 0).
         **trainer_kwargs: the ``Trainer`` arguments of your real run (``accelerator``, ``devices``,
             ``strategy``, ``precision``, ``callbacks``, ``max_epochs``...); ``precision`` and ``ChannelsLast``
@@ -328,10 +361,15 @@ def tune(
         ``recipe_kwargs()``, ``prepare_model(model)``, ``dataloader(loader)`` and ``to_json()``.
 
     Raises:
-        TypeError: ``model`` is not a LightningModule, or a ``trainer_kwargs`` key no Trainer takes.
-        ValueError: a step count below 1, or both/neither data sources with a model that has no
-            ``train_dataloader``.
+        TypeError: ``model`` is not a LightningModule, a ``trainer_kwargs`` key no Trainer takes, or
+            ``precisions`` given as one string instead of a list.
+        ValueError: a step count below 1, a precision Lightning does not accept (in ``precisions`` or
+            ``precision=``), or both/neither data sources with a model that has no ``train_dataloader``.
         RuntimeError: the current settings themselves fail to train (the message carries the error).
+
+    Warns:
+        UserWarning: the windows of the user's own settings varied by more than 30% (a busy machine): the
+            choice cannot tell smaller differences apart; the note is also in ``TuneResult.notes``.
 
     Example::
 
@@ -340,6 +378,8 @@ def tune(
         trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
     """
     started = time.perf_counter()
+    if "precision" in trainer_kwargs and trainer_kwargs["precision"] is not None:
+        check_precision(trainer_kwargs["precision"], "tune()")
     trials = Trials(model, train_dataloaders, datamodule, warmup_steps=warmup_steps, window_steps=window_steps,
                     repeats=repeats, **trainer_kwargs)
     precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
@@ -359,9 +399,18 @@ def tune(
     planned = planned_steps if planned_steps is not None else _planned_steps(trainer_kwargs, trials.loader)
     try:
         planned_images = planned * batch_size_guess(trials.loader) if planned else None
-        chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped)
+        chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped,
+                                       remeasure=remeasure)
     finally:
         trials.restore()
+    noise = max((m.spread for m in table if m.ok and m.candidate == current), default=0.0)
+    if noise > NOISY_SPREAD:
+        text = (f"the machine is noisy: windows of your own settings varied by {noise:.0%} (something else may be "
+                f"running); differences below that are not told apart. Rerun tune() on a quiet machine, or raise "
+                f"window_steps/repeats.")
+        notes.append(text)
+        if _is_global_zero():
+            warnings.warn(f"tune(): {text}", UserWarning, stacklevel=2)
     result = TuneResult(
         current=current, chosen=chosen, measurements=table, reasons=reasons, planned_steps=planned,
         batch_size=trials.batch_size, tuning_s=time.perf_counter() - started,

@@ -24,6 +24,9 @@ def test_synthetic_input_prints_the_table_the_choice_and_writes_json(tmp_path, c
     assert code == 0, err
     assert "| settings | stage | images/s |" in text and "use it: Trainer(**recipe(precision=" in text
     assert "GPU available" not in text and "Tip:" not in text  # Lightning's chatter of the short fits is silenced
+    # Notes in the command line's words, not tune()'s Python arguments.
+    assert "num_workers not tuned: synthetic input (pass --data DIR" in text and "pass --compile" in text
+    assert "num_workers=False" not in text and "compile=True" not in text and "precisions=[" not in text
     payload = json.loads(out.read_text())
     assert payload["chosen"]["precision"] == payload["recipe_kwargs"]["precision"]
     stages = [r["stage"] for r in payload["rows"]]

@@ -30,7 +30,10 @@ from lightning_efficient.functional.tuning import Candidate
 from lightning_efficient.precision import cpu_has_native_bf16
 
 #: Three steps per fit: one untimed, two timed windows of one step each; CPU, one device.
-FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", devices=1, verbose=False)
+# remeasure=False: which candidates are measured must not depend on this machine's timing noise (a gain within the
+# noise would be measured again); the second round is tested in tests/functional/test_tuning.py.
+FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", devices=1, verbose=False,
+            remeasure=False)
 #: Only fp32 (bf16 is emulated on most CPUs: the default adds a skipped row to the table where it is).
 FP32 = dict(FAST, precisions=["32-true"])
 STEPS = 3
@@ -373,6 +376,29 @@ def test_default_precisions_skip_emulated_bf16_and_planned_steps():
                    planned_steps=100, **FAST).planned_steps == 100
 
 
+def test_16_mixed_on_a_cpu_is_skipped_with_the_reason_not_measured_as_bf16():
+    result = le.tune(Net(), DataLoader(_images(), batch_size=BATCH), channels_last=False, num_workers=False,
+                     precisions=["32-true", "16-mixed"], **FAST)
+    (row,) = [r for r in result.rows() if r["settings"] == "16-mixed"]
+    assert row["status"].startswith("skipped: Lightning runs 16-mixed as bf16-mixed on a CPU")
+    assert [m.candidate.precision for m in result.measurements if m.ok] == ["32-true"]
+
+
+def test_a_noisy_machine_is_warned_about_and_noted(monkeypatch):
+    from lightning_efficient import tuner
+    from lightning_efficient.functional.tuning import Candidate, Measurement
+
+    def noisy_search(current, options, measure, **kw):  # the user's settings' windows vary by 50%
+        assert kw["remeasure"] is False  # passed through from tune()
+        m = Measurement(current, "current", window_images_per_s=(10.0, 20.0, 15.0))
+        return current, [m], ["chosen: the current settings."]
+
+    monkeypatch.setattr(tuner, "search", noisy_search)
+    with pytest.warns(UserWarning, match="the machine is noisy: windows of your own settings varied by 67%"):
+        result = le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **FAST)
+    assert any(n.startswith("the machine is noisy") for n in result.notes)
+
+
 # ------------------------------------------------------------------------------------------------ arguments
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(warmup_steps=0), ValueError, "warmup_steps=0"),
@@ -382,6 +408,9 @@ def test_default_precisions_skip_emulated_bf16_and_planned_steps():
     (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
     (dict(datamodule="both"), ValueError, "not both"),
     (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
+    (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
+    (dict(precisions="bf16-mixed"), TypeError, r"expected a list of precisions, e.g. precisions=\['bf16-mixed'\]"),
+    (dict(precision="half"), ValueError, "precision 'half' is not one Lightning accepts"),
 ])
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -73,6 +73,31 @@ class RepeatedBatch:
         return self.images[j], self.labels[j]
 
 
+#: tune()'s Python wording in its notes and skip reasons, and the command line's for the same thing.
+_CLI_WORDS = (
+    ("num_workers not tuned (num_workers=False)", "num_workers not tuned"),
+    ("(compile=None measures it on CUDA only; pass compile=True)", "(measured on CUDA only by default; pass --compile)"),
+    ("pass precisions=[...] to measure it", "pass --precisions 32-true bf16-mixed to measure it"),
+    ("or raise window_steps/repeats", "or raise --steps"),
+)
+
+
+def _in_cli_words(result: Any, synthetic: bool) -> None:
+    """Reword ``result``'s notes and skip reasons for the command line (flags, not Python arguments)."""
+    def reword(text: str) -> str:
+        for python, cli in _CLI_WORDS:
+            text = text.replace(python, cli)
+        if synthetic and text == "num_workers not tuned":
+            text = "num_workers not tuned: synthetic input (pass --data DIR to tune the loader's workers)"
+        return text
+
+    result.notes = [reword(n) for n in result.notes]
+    result.reasons = [reword(r) for r in result.reasons]
+    for m in result.measurements:
+        if m.skipped:
+            m.skipped = reword(m.skipped)
+
+
 def run(
     model_name: str, *, image_size: int, batch_size: int, data: Optional[str] = None, workers: Optional[int] = None,
     precisions: Optional[Sequence[str]] = None, compile: Optional[bool] = None, planned_steps: Optional[int] = None,
@@ -128,8 +153,10 @@ def run(
     result = tune(
         model, loader, precisions=precisions, compile=compile, planned_steps=planned_steps,
         num_workers=None if data else False, warmup_steps=warmup, window_steps=window, repeats=repeats,
-        accelerator=accelerator, devices=1, callbacks=callbacks, verbose=True,
+        accelerator=accelerator, devices=1, callbacks=callbacks, verbose=False,
     )
+    _in_cli_words(result, synthetic=not data)
+    print(result)
     print(f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"
           + ("; result.prepare_model(model) (compiles it)" if result.compile else "")
           + (f"; DataLoader(num_workers={result.num_workers})" if data and result.num_workers is not None else ""))

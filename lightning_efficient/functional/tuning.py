@@ -7,11 +7,13 @@ user's model and data) and decides, one factor at a time, which settings to keep
 1. measure the user's current settings;
 2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
-   measurements' own noise;
+   measurements' own noise; a gain above 2% but within the noise is measured again, back to back in the
+   reverse order, and kept only if the second round shows it too;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
    was never measured against a fresh baseline) and keep the combination only if it still beats them.
 
-Cost grows with the sum of the numbers of values per factor, not their product. Units: images/s (training
+Cost grows with the sum of the numbers of values per factor (plus two for each undecided value), not their
+product. Units: images/s (training
 throughput in steady state, data wait included), seconds, MiB.
 """
 
@@ -148,6 +150,16 @@ def beats(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) -> boo
     return new.images_per_s > old.images_per_s * (1.0 + gain)
 
 
+def pool(first: Measurement, second: Measurement) -> Measurement:
+    """One measurement of the same candidate from two rounds: the windows of both (only ``first`` if ``second``
+    is not :attr:`~Measurement.ok`). Its median uses every window; its spread covers both rounds."""
+    if not second.ok:
+        return first
+    if not first.ok:
+        return second
+    return replace(first, window_images_per_s=first.window_images_per_s + second.window_images_per_s)
+
+
 def _ratio(new: Measurement, old: Measurement) -> float:
     return new.images_per_s / old.images_per_s if new.ok and old.ok and old.images_per_s > 0 else math.nan
 
@@ -160,6 +172,7 @@ def search(
     planned_images: Optional[float] = None,
     skipped: Sequence[Measurement] = (),
     min_gain: float = MIN_GAIN,
+    remeasure: bool = True,
 ) -> tuple[Candidate, list[Measurement], list[str]]:
     """Choose settings one factor at a time (see the module docstring).
 
@@ -173,6 +186,11 @@ def search(
             amortised over them (:meth:`Measurement.amortised`). ``None``: not amortised.
         skipped: candidates not measured, with the reason; added to the table as they are.
         min_gain: smallest relative gain that counts (:func:`beats`).
+        remeasure: when a value is faster by more than ``min_gain`` but within the noise, measure it and the
+            best settings so far once more, back to back in the reverse order, and keep it only if that second
+            round also shows a gain above ``min_gain`` and so do both rounds' windows pooled (:func:`pool`).
+            This costs two more measurements, only for such undecided values; ``False``: keep the simpler
+            settings at once.
 
     Returns:
         ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
@@ -212,6 +230,31 @@ def search(
                 reasons.append(f"{factor}={value!r}: kept, {ratio:.2f}x the images/s of {best.label()} "
                                f"(noise {noise:.0%}).")
                 best, best_m = cand, effective
+            elif remeasure and ratio > 1.0 + min_gain:
+                # A gain within the noise: measure both again back to back, the new settings first (the old
+                # ones were measured first in the first round, so a steady drift of the machine's speed favours
+                # neither), and keep the change only if the second round shows a gain too.
+                again_new = measure(cand, f"{factor}, again")
+                again_old = measure(best, f"{factor}, again")
+                table += [again_new, again_old]
+                eff_again = again_new.amortised(planned_images) if factor == "compile" else again_new
+                ratio2 = _ratio(eff_again, again_old)
+                pooled_new, pooled_old = pool(effective, eff_again), pool(best_m, again_old)
+                pooled = _ratio(pooled_new, pooled_old)
+                if again_new.ok and again_old.ok and ratio2 > 1.0 + min_gain and pooled > 1.0 + min_gain:
+                    reasons.append(
+                        f"{factor}={value!r}: kept, {ratio:.2f}x then {ratio2:.2f}x the images/s of {best.label()} "
+                        f"in two rounds ({pooled:.2f}x pooled); the first gain was within the noise "
+                        f"({noise:.0%}), the second round confirmed it.")
+                    best, best_m = cand, pooled_new
+                else:
+                    second = (f"{ratio2:.2f}x when measured again ({pooled:.2f}x pooled)" if math.isfinite(ratio2)
+                              else f"the second round failed ({again_new.error or again_old.error})")
+                    reasons.append(
+                        f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()} within the "
+                        f"noise ({noise:.0%}), then {second}: no consistent gain.")
+                    if again_old.ok:
+                        best_m = again_old  # the fresher measurement of the settings kept
             else:
                 if ratio > 1:
                     verdict = f"a gain within the noise ({noise:.0%})"
