@@ -23,6 +23,7 @@ AVX512-BF16/AMX it is emulated and a single ResNet-18 step takes ~30 s.
     python -m benchmarks.tune                  # est. 20-25 min on a quiet 2-core CPU
     python -m benchmarks.tune --quick          # smoke test: tiny sizes, writes tune_quick.*
     python -m benchmarks.tune --models resnet18 --bf16
+    python -m benchmarks.tune --models resnet18 --name tune_compile   # another results file
 
 Writes ``benchmarks/results/tune.md`` and ``.json``. Run it on a quiet machine.
 """
@@ -106,6 +107,8 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the exhaustive set")
     parser.add_argument("--bf16", action="store_true", help="also measure bf16-mixed (slow where emulated)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--name", default=None,
+                        help="results file name under benchmarks/results/ (default: tune, or tune_quick)")
     args = parser.parse_args()
     if args.quick:
         args.batch_size, args.warmup, args.window, args.repeats, args.rounds = 4, 1, 1, 2, 1
@@ -214,7 +217,7 @@ def main() -> None:
                  "", "tune() decisions:", ""] + [f"- {r}" for r in m["tune_reasons"]]
         if m["tune_compile"]:
             body += ["", "tune(compile=True) decisions:", ""] + [f"- {r}" for r in m["tune_compile"]["reasons"]]
-    name = "tune_quick" if args.quick else "tune"
+    name = args.name or ("tune_quick" if args.quick else "tune")
     path = write_results(name, "tune(): measured choice vs exhaustive measurement", "\n".join(body), data)
     print("\n".join(body))
     print(f"wrote {path}")
