@@ -19,6 +19,7 @@ Public API:
 - :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
 - :func:`recommended_precision`: Lightning's precision string for this hardware.
 - :func:`recipe`: ``Trainer`` keyword arguments with all of the above.
+- :func:`doctor_report`: the environment checks of ``lightning-efficient doctor``, as text.
 - :func:`tune` / :class:`TuneResult`: measure which settings (precision, channels_last, torch.compile,
   ``num_workers``) train your model fastest here; ``recipe(tune=result)`` applies the choice.
 """
@@ -31,6 +32,7 @@ from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import suggest_loader_kwargs
+from lightning_efficient.doctor import doctor_report
 from lightning_efficient.functional.augment import preview
 from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
 from lightning_efficient.pipeline import BatchPipeline, get_pipeline
@@ -53,6 +55,7 @@ __all__ = [
     "ImageDecodeError",
     "StepwiseLR",
     "TuneResult",
+    "doctor_report",
     "explain_precision",
     "get_pipeline",
     "pil_flavour",

@@ -27,7 +27,14 @@ from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.data.loader import available_cpus, can_rebuild, with_num_workers
 from lightning_efficient.functional.efficiency import process_rss_bytes
-from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult, compile_submodules, search
+from lightning_efficient.functional.tuning import (
+    NOISY_SPREAD,
+    Candidate,
+    Measurement,
+    TuneResult,
+    compile_submodules,
+    search,
+)
 from lightning_efficient.precision import cpu_has_native_bf16
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 from lightning_efficient.recipe import check_trainer_kwargs
@@ -155,9 +162,6 @@ def _resolve_device(accelerator: Any) -> str:
 #: Precision values a Lightning ``Trainer`` accepts (``lightning_fabric``'s ``_PRECISION_INPUT``, 2.x).
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
               "transformer-engine-float16", "32", "16", "bf16", "64", 32, 16, 64)
-
-#: Above this spread of the user's own settings' windows, ``tune()`` warns that the machine is too noisy.
-NOISY_SPREAD = 0.30
 
 
 def check_precision(value: Any, where: str) -> None:
@@ -323,7 +327,8 @@ def tune(
     through a ``Trainer(**trainer_kwargs)`` (validation, logging and checkpoints off); training images/s is
     measured over each window of ``window_steps`` steps (data wait included). Factors are varied one at a time
     against the best so far and a change is kept only if it beats the spread of the repeated windows, or, when
-    its gain is above 2% but within that spread, if a second round measured back to back shows the gain again
+    undecided (a gain above 2% but within that spread, or windows too noisy to say), if a second round measured
+    back to back shows a gain
     (:func:`~lightning_efficient.functional.tuning.search`); a combination of several changes is confirmed
     against the current settings once more. A candidate that raises (an op unsupported in bf16, a compile
     error) is reported in the table and never chosen.
@@ -348,9 +353,9 @@ def tune(
         repeats: timed windows per candidate; their spread is the noise a gain must beat.
         planned_steps: optimizer steps of the real run, to amortise compilation; default: from ``max_steps`` or
             ``max_epochs`` x steps per epoch in ``trainer_kwargs``.
-        remeasure: measure a gain above 2% but within the noise once more, back to back with the settings it
-            would replace, and keep it only if it holds (two more short fits per such value); ``False``: keep
-            the simpler settings at once.
+        remeasure: measure an undecided value (a gain above 2% but within the noise, or windows spread by more
+            than 30%) once more, back to back with the settings it would replace, and keep it only if a gain
+            shows again (two more short fits per such value); ``False``: keep the simpler settings at once.
         verbose: print the table when done (rank 0).
         **trainer_kwargs: the ``Trainer`` arguments of your real run (``accelerator``, ``devices``,
             ``strategy``, ``precision``, ``callbacks``, ``max_epochs``...); ``precision`` and ``ChannelsLast``

@@ -4,7 +4,7 @@ import torch
 
 from lightning_efficient import recommended_precision
 from lightning_efficient.app.cli import main
-from lightning_efficient.app.doctor import diagnose
+from lightning_efficient.doctor import diagnose
 from lightning_efficient.functional.efficiency import Check
 
 
@@ -28,7 +28,7 @@ def test_doctor_findings_say_what_is_checked_and_what_is_information():
 
 def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
     """A pip user gets the install command itself, not a pointer to a README they may not have."""
-    import lightning_efficient.app.doctor as doctor
+    import lightning_efficient.doctor as doctor
     import lightning_efficient.data.decode as decode
 
     monkeypatch.setattr(doctor, "cpu_flags", lambda: frozenset({"avx2", "sse4_2"}))
@@ -45,7 +45,7 @@ def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
 
 
 def test_doctor_advice_never_points_at_the_readme(monkeypatch):
-    import lightning_efficient.app.doctor as doctor
+    import lightning_efficient.doctor as doctor
     import lightning_efficient.data.decode as decode
 
     for flags in (frozenset(), frozenset({"avx2"})):
@@ -54,3 +54,16 @@ def test_doctor_advice_never_points_at_the_readme(monkeypatch):
             monkeypatch.setattr(decode, "pil_flavour", lambda flavour=flavour: flavour)
             for check in diagnose():
                 assert "README" not in check.advice and "README" not in check.detail, check
+
+
+def test_doctor_report_is_public_and_is_what_the_command_prints(capsys):
+    import lightning_efficient as le
+
+    text = le.doctor_report()
+    assert text.startswith("lightning-efficient doctor\n")
+    assert main(["doctor"]) in (0, None)
+    assert capsys.readouterr().out.strip() == text.strip()
+    # One line per check, each with its mark; advice follows on its own "->" line.
+    lines = [line.strip() for line in text.splitlines()[1:]]
+    assert sum(line.startswith(("[x]", "[ ]", "[i]")) for line in lines) == len(diagnose())
+    assert all(line.startswith(("[x]", "[ ]", "[i]", "->")) for line in lines)

@@ -150,7 +150,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("lightning-efficient tune: interrupted", file=sys.stderr)
             return 130
     elif args.command == "doctor":
-        from lightning_efficient.app.doctor import report
+        from lightning_efficient.doctor import doctor_report as report
 
         print(report())
     return 0

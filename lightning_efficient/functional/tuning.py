@@ -7,8 +7,9 @@ user's model and data) and decides, one factor at a time, which settings to keep
 1. measure the user's current settings;
 2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
-   measurements' own noise; a gain above 2% but within the noise is measured again, back to back in the
-   reverse order, and kept only if the second round shows it too;
+   measurements' own noise; an undecided value (a gain above 2% but within the noise, or a measurement whose
+   windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if the
+   second round shows a gain too;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
    was never measured against a fresh baseline) and keep the combination only if it still beats them.
 
@@ -30,6 +31,9 @@ FACTORS = ("precision", "channels_last", "num_workers", "compile")
 
 #: Smallest relative gain a change must show to be kept, whatever the measured noise (2%).
 MIN_GAIN = 0.02
+
+#: A measurement whose windows spread by more than this (30%) says too little to decide on: measured again.
+NOISY_SPREAD = 0.30
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ def search(
     skipped: Sequence[Measurement] = (),
     min_gain: float = MIN_GAIN,
     remeasure: bool = True,
+    noisy_spread: float = NOISY_SPREAD,
 ) -> tuple[Candidate, list[Measurement], list[str]]:
     """Choose settings one factor at a time (see the module docstring).
 
@@ -186,11 +191,13 @@ def search(
             amortised over them (:meth:`Measurement.amortised`). ``None``: not amortised.
         skipped: candidates not measured, with the reason; added to the table as they are.
         min_gain: smallest relative gain that counts (:func:`beats`).
-        remeasure: when a value is faster by more than ``min_gain`` but within the noise, measure it and the
-            best settings so far once more, back to back in the reverse order, and keep it only if that second
-            round also shows a gain above ``min_gain`` and so do both rounds' windows pooled (:func:`pool`).
-            This costs two more measurements, only for such undecided values; ``False``: keep the simpler
-            settings at once.
+        remeasure: when a value is undecided (faster by more than ``min_gain`` but within the noise, or not
+            slower beyond the noise while its own windows spread by more than ``noisy_spread``), measure it and
+            the best settings so far once more, back to back in the reverse order, and keep it only if that
+            second round shows a gain above ``min_gain`` and so do both rounds' windows pooled (:func:`pool`).
+            This costs two more measurements, only for undecided values; ``False``: keep the simpler settings
+            at once.
+        noisy_spread: above this spread (:attr:`Measurement.spread`) a measurement is too noisy to decide on.
 
     Returns:
         ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
@@ -230,10 +237,11 @@ def search(
                 reasons.append(f"{factor}={value!r}: kept, {ratio:.2f}x the images/s of {best.label()} "
                                f"(noise {noise:.0%}).")
                 best, best_m = cand, effective
-            elif remeasure and ratio > 1.0 + min_gain:
-                # A gain within the noise: measure both again back to back, the new settings first (the old
-                # ones were measured first in the first round, so a steady drift of the machine's speed favours
-                # neither), and keep the change only if the second round shows a gain too.
+            elif remeasure and (ratio > 1.0 + min_gain or (effective.spread > noisy_spread and 1 / ratio <= 1 + noise)):
+                # Undecided: a gain within the noise, or a measurement whose own windows vary too much to say
+                # anything. Measure both again back to back, the new settings first (the old ones were measured
+                # first in the first round, so a steady drift of the machine's speed favours neither), and keep
+                # the change only if the second round shows a gain too.
                 again_new = measure(cand, f"{factor}, again")
                 again_old = measure(best, f"{factor}, again")
                 table += [again_new, again_old]
@@ -244,15 +252,15 @@ def search(
                 if again_new.ok and again_old.ok and ratio2 > 1.0 + min_gain and pooled > 1.0 + min_gain:
                     reasons.append(
                         f"{factor}={value!r}: kept, {ratio:.2f}x then {ratio2:.2f}x the images/s of {best.label()} "
-                        f"in two rounds ({pooled:.2f}x pooled); the first gain was within the noise "
-                        f"({noise:.0%}), the second round confirmed it.")
+                        f"in two rounds ({pooled:.2f}x pooled); the first round was within the noise "
+                        f"({noise:.0%}), the second round showed a gain.")
                     best, best_m = cand, pooled_new
                 else:
                     second = (f"{ratio2:.2f}x when measured again ({pooled:.2f}x pooled)" if math.isfinite(ratio2)
                               else f"the second round failed ({again_new.error or again_old.error})")
                     reasons.append(
                         f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()} within the "
-                        f"noise ({noise:.0%}), then {second}: no consistent gain.")
+                        f"noise ({noise:.0%}), then {second}: no gain shown.")
                     if again_old.ok:
                         best_m = again_old  # the fresher measurement of the settings kept
             else:

@@ -1,4 +1,6 @@
-"""``lightning-efficient doctor``: check the environment and say what to use."""
+"""The environment check behind ``lightning-efficient doctor`` and :func:`doctor_report`: what this machine has
+(torch, CUDA/cuDNN, bf16 support, CPU bf16 instructions, kornia, Pillow or Pillow-SIMD, cores) and which precision
+and DataLoader settings to use."""
 
 from __future__ import annotations
 
@@ -96,7 +98,11 @@ def diagnose() -> list[Check]:
     return out
 
 
-def report() -> str:
-    """The doctor's output as text."""
+def doctor_report() -> str:
+    """The environment checks and the advice as text: what ``lightning-efficient doctor`` prints.
+
+    One line per check (``[x]`` passed, ``[ ]`` failed with the fix, ``[i]`` information), e.g.
+    ``print(doctor_report())`` in a notebook. The checks themselves, as data: :func:`diagnose`.
+    """
     lines = (c.line(info_mark="[i]", advice_unless_ok=True) for c in diagnose())
     return "lightning-efficient doctor\n" + "\n".join("  " + line for line in lines)
