@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json --plot demo-results.png
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake notebooks
+	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake --nbmake-timeout=600 notebooks
 
 # Re-execute every notebook and store its outputs in place (tables, plots, reports as produced on this machine),
 # without per-cell timestamps. Each runs with notebooks/ as its working directory, as under nbmake in `make test`,
