@@ -199,8 +199,8 @@ def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]
     if current != "bf16-mixed":
         skipped.append(Measurement(
             Candidate(precision="bf16-mixed"), "precision",
-            skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, far slower than fp32 "
-                    "(a ResNet-18 step took 18x longer on such a CPU); pass precisions=[...] to measure it",
+            skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, many times slower than "
+                    "fp32; pass precisions=[...] to measure it",
         ))
     return ["32-true"], skipped
 
@@ -370,11 +370,13 @@ def tune(
             ``precisions`` given as one string instead of a list.
         ValueError: a step count below 1, a precision Lightning does not accept (in ``precisions`` or
             ``precision=``), or both/neither data sources with a model that has no ``train_dataloader``.
-        RuntimeError: the current settings themselves fail to train (the message carries the error).
+        RuntimeError: the current settings themselves fail to train (the message carries the error, and for
+            uint8 batches, that the callback converting them belongs in ``callbacks=``).
 
     Warns:
-        UserWarning: the windows of the user's own settings varied by more than 30% (a busy machine): the
-            choice cannot tell smaller differences apart; the note is also in ``TuneResult.notes``.
+        UserWarning: the windows of the user's own settings varied by more than 30%, or the same settings
+            measured more than 30% apart in two fits (a busy machine): the choice cannot tell smaller
+            differences apart; the note is also in ``TuneResult.notes``.
 
     Example::
 
@@ -406,13 +408,17 @@ def tune(
         planned_images = planned * batch_size_guess(trials.loader) if planned else None
         chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped,
                                        remeasure=remeasure)
+    except RuntimeError as err:
+        if any(word in str(err) for word in ("Byte", "uint8", "unsigned char")):
+            raise RuntimeError(
+                f"{err}\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the "
+                "callback that turns them into floats to tune() as to your Trainer, e.g. "
+                "tune(model, loader, callbacks=[GPUAugmentation(...)], ...).") from err
+        raise
     finally:
         trials.restore()
-    noise = max((m.spread for m in table if m.ok and m.candidate == current), default=0.0)
-    if noise > NOISY_SPREAD:
-        text = (f"the machine is noisy: windows of your own settings varied by {noise:.0%} (something else may be "
-                f"running); differences below that are not told apart. Rerun tune() on a quiet machine, or raise "
-                f"window_steps/repeats.")
+    text = noise_note(table, current)
+    if text:
         notes.append(text)
         if _is_global_zero():
             warnings.warn(f"tune(): {text}", UserWarning, stacklevel=2)
@@ -552,6 +558,24 @@ class Trials:
                            peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s)
 
 
+def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str]:
+    """A warning text if the measurements are too noisy to trust, else ``None``: the windows of the user's own
+    settings spread by more than :data:`NOISY_SPREAD`, or two measurements of the same settings (e.g. a second
+    round) differ by more than that."""
+    spread = max((m.spread for m in table if m.ok and m.candidate == current), default=0.0)
+    medians: dict[Candidate, list[float]] = {}
+    for m in table:
+        if m.ok:
+            medians.setdefault(m.candidate, []).append(m.images_per_s)
+    drift = max((max(v) / min(v) - 1 for v in medians.values() if len(v) > 1 and min(v) > 0), default=0.0)
+    if spread <= NOISY_SPREAD and drift <= NOISY_SPREAD:
+        return None
+    seen = (f"windows of your own settings varied by {spread:.0%}" if spread >= drift else
+            f"the same settings measured {drift + 1:.2f}x apart in two fits")
+    return (f"the machine is noisy: {seen} (something else may be running); differences below that are not told "
+            f"apart. Rerun tune() on a quiet machine, or raise window_steps/repeats.")
+
+
 def batch_size_guess(loader: Any) -> int:
     """Images per batch of ``loader`` where it says (``batch_size`` or its batch sampler's), else 1."""
     size = getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
@@ -565,10 +589,11 @@ def machine_text(device: str) -> str:
     else:
         name = platform.processor() or platform.machine()
         try:
-            for line in open("/proc/cpuinfo"):
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
+            with open("/proc/cpuinfo") as cpuinfo:
+                for line in cpuinfo:
+                    if line.startswith("model name"):
+                        name = line.split(":", 1)[1].strip()
+                        break
         except OSError:
             pass
     return f"{device}: {name}, {available_cpus()} CPUs, torch {torch.__version__}"

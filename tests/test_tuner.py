@@ -512,3 +512,23 @@ def test_ddp_ranks_choose_alike_from_rank_zeros_measurements(tmp_path):
     assert len(ranks[0]["table"]) >= 2 and all(row["images_per_s"] for row in ranks[0]["table"])
     assert run.stdout.count("tune(): chose") == 1  # printed by rank 0 only
     assert "GPU available" not in run.stdout + run.stderr
+
+
+def test_noise_note_for_noisy_windows_or_the_same_settings_measured_far_apart():
+    from lightning_efficient.functional.tuning import Candidate, Measurement
+    from lightning_efficient.tuner import noise_note
+
+    cur, cl = Candidate(), Candidate(channels_last=True)
+    quiet = [Measurement(cur, "current", (100.0, 101.0, 99.0)), Measurement(cl, "channels_last", (50.0, 90.0, 70.0))]
+    assert noise_note(quiet, cur) is None  # a noisy candidate alone is the candidate's business (measured again)
+    drifting = quiet + [Measurement(cur, "channels_last, again (baseline)", (60.0, 61.0, 59.0))]
+    assert "the same settings measured 1.67x apart in two fits" in noise_note(drifting, cur)
+    noisy = [Measurement(cur, "current", (60.0, 100.0, 80.0))]
+    assert "windows of your own settings varied by 50%" in noise_note(noisy, cur)
+    failed = [Measurement(cur, "current", (100.0,)), Measurement(cur, "again", error="RuntimeError: boom")]
+    assert noise_note(failed, cur) is None
+
+
+def test_uint8_batches_without_the_converting_callback_say_where_it_goes():
+    with pytest.raises(RuntimeError, match=r"uint8 images .* callbacks=\[GPUAugmentation"):
+        le.tune(Net(), DataLoader(_images(dtype=torch.uint8), batch_size=BATCH), num_workers=False, **FP32)

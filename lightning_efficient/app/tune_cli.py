@@ -7,6 +7,7 @@ batches, TrivialAugment and normalisation on the device: the table then includes
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -150,11 +151,14 @@ def run(
     model = classifier(model_name, num_classes)
     source = f"{data}" if data else "synthetic input"
     print(f"tuning {model_name} at {image_size} px, batch {batch_size}, on {source} ...", flush=True)
-    result = tune(
-        model, loader, precisions=precisions, compile=compile, planned_steps=planned_steps,
-        num_workers=None if data else False, warmup_steps=warmup, window_steps=window, repeats=repeats,
-        accelerator=accelerator, devices=1, callbacks=callbacks, verbose=False,
-    )
+    with warnings.catch_warnings():
+        # The noise warning is also one of the result's notes, printed below in the command line's words.
+        warnings.filterwarnings("ignore", message=r"tune\(\): the machine is noisy", category=UserWarning)
+        result = tune(
+            model, loader, precisions=precisions, compile=compile, planned_steps=planned_steps,
+            num_workers=None if data else False, warmup_steps=warmup, window_steps=window, repeats=repeats,
+            accelerator=accelerator, devices=1, callbacks=callbacks, verbose=False,
+        )
     _in_cli_words(result, synthetic=not data)
     print(result)
     print(f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"

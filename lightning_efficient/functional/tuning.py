@@ -251,7 +251,7 @@ def search(
                 # first in the first round, so a steady drift of the machine's speed favours neither), and keep
                 # the change only if the second round shows a gain too.
                 again_new = measure(cand, f"{factor}, again")
-                again_old = measure(best, f"{factor}, again")
+                again_old = measure(best, f"{factor}, again (baseline)")
                 table += [again_new, again_old]
                 eff_again = _charge_cold_compile(again_new, table, planned_images) if factor == "compile" \
                     else again_new

@@ -205,7 +205,7 @@ def test_an_undecided_gain_is_measured_again_in_reverse_order_and_kept_only_if_i
     assert chosen == Candidate(channels_last=True)
     assert steady.calls == [(CURRENT, "current"), (Candidate(channels_last=True), "channels_last"),
                             (Candidate(channels_last=True), "channels_last, again"),
-                            (CURRENT, "channels_last, again")]
+                            (CURRENT, "channels_last, again (baseline)")]
     assert [(m.candidate, m.stage) for m in table] == steady.calls
     assert "1.10x then 1.10x" in reasons[0] and "the second round showed a gain" in reasons[0]
     # A gain that the second round does not show (the first was the machine's noise) is not kept.
@@ -613,5 +613,5 @@ def test_a_repeated_compilation_is_charged_the_cold_compile_time():
     bench = Cached(lambda c, stage: (130.0 if stage.endswith("again") else 300.0) if c.compile else 100.0,
                    noise=0.2)
     chosen, table, reasons = search(CURRENT, {"compile": [False, True]}, bench, planned_images=6e3)
-    assert [m.stage for m in table] == ["current", "compile", "compile, again", "compile, again"]
+    assert [m.stage for m in table] == ["current", "compile", "compile, again", "compile, again (baseline)"]
     assert chosen == CURRENT and "no gain shown" in reasons[0]
