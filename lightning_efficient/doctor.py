@@ -7,16 +7,9 @@ from __future__ import annotations
 import platform
 import torch
 
-from lightning_efficient.functional.efficiency import Check
+from lightning_efficient.functional.efficiency import PILLOW_SIMD_INSTALL, Check
 from lightning_efficient.precision import cpu_flags, explain_precision
 
-#: The commands that replace stock Pillow by Pillow-SIMD built for AVX2 (PyPI has only its sdist: it needs a C
-#: compiler and the libjpeg/zlib headers, e.g. ``apt-get install build-essential libjpeg-dev zlib1g-dev``; a later
-#: ``pip install pillow`` silently puts stock Pillow back).
-PILLOW_SIMD_INSTALL = (
-    'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-cache-dir --force-reinstall --no-binary :all: '
-    "pillow-simd"
-)
 
 
 def _version(module: str) -> str | None:

@@ -36,6 +36,14 @@ def process_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+#: The commands that replace stock Pillow by Pillow-SIMD built for AVX2 (PyPI has only its sdist: it needs a C
+#: compiler and the libjpeg/zlib headers, e.g. ``apt-get install build-essential libjpeg-dev zlib1g-dev``; a later
+#: ``pip install pillow`` silently puts stock Pillow back).
+PILLOW_SIMD_INSTALL = (
+    'pip uninstall -y pillow && CC="cc -mavx2" pip install --no-cache-dir --force-reinstall --no-binary :all: '
+    "pillow-simd"
+)
+
 @dataclass
 class StepTimer:
     """Sums of per-step times and samples, over the steps after ``skip_first``.
@@ -238,7 +246,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
             "mixed precision",
             None if facts.tuned and not ok else ok,
             f"precision={facts.precision!r}"
-            + ("" if mixed else f" (this hardware supports {facts.recommended_precision!r})")
+            + ("" if mixed else
+               ": no 16-bit mixed precision runs natively on this hardware" if facts.recommended_precision == "32-true"
+               else f" (this hardware runs {facts.recommended_precision!r} natively)")
             + (tuned_note if facts.tuned and not ok else ""),
             f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())",
         )
@@ -329,7 +339,7 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
                 "Pillow-SIMD",
                 True if facts.pillow_simd else (False if data_bound else None),
                 "installed" if facts.pillow_simd else "stock Pillow",
-                "pip uninstall -y pillow && CC='cc -mavx2' pip install --no-binary :all: pillow-simd",
+                PILLOW_SIMD_INSTALL,
             )
         )
     return checks
