@@ -203,6 +203,9 @@ def main() -> None:
         f"{args.warmup} warm-up steps, then {args.repeats} windows of {args.window} steps, "
         f"{args.rounds} interleaved rounds (compiled candidates once), batch {args.batch_size}.",
         "Targets (issue #13): tuned >= 0.97x the faster of plain `32-true` and `recipe()`; within 5% of the best.",
+        "Models: torchvision ResNet-18, ResNet-50 and MobileNetV3-Large at 128 px on in-memory random images "
+        "(10 classes); the demo's model, ResNet-18 at 112 px on scikit-learn's digits as PNGs (`FastImageFolder`, "
+        "1 DataLoader worker, TrivialAugment on the device)" + (" (--quick: 32 px)." if args.quick else "."),
         "",
         markdown_table(("model", "tune() chose", "tuning cost", "tuned images/s (exhaustive)",
                         "vs faster of plain / recipe()", "best exhaustive", "tuned vs best"), rows),
