@@ -330,7 +330,8 @@ def tune(
     undecided (a gain above 2% but within that spread, or windows too noisy to say), if a second round measured
     back to back shows a gain
     (:func:`~lightning_efficient.functional.tuning.search`); a combination of several changes is confirmed
-    against the current settings once more. A candidate that raises (an op unsupported in bf16, a compile
+    against the current settings once more (twice, in the reverse order the second time, when the first
+    confirmation shows no gain but is not slower beyond the noise). A candidate that raises (an op unsupported in bf16, a compile
     error) is reported in the table and never chosen.
 
     Candidates: ``precision`` (``32-true``; ``bf16-mixed`` where the hardware runs it natively: CUDA with bf16,
@@ -355,7 +356,8 @@ def tune(
             ``max_epochs`` x steps per epoch in ``trainer_kwargs``.
         remeasure: measure an undecided value (a gain above 2% but within the noise, or windows spread by more
             than 30%) once more, back to back with the settings it would replace, and keep it only if a gain
-            shows again (two more short fits per such value); ``False``: keep the simpler settings at once.
+            shows again (two more short fits per such value, and per undecided confirmation); ``False``: keep
+            the simpler settings at once.
         verbose: print the table when done (rank 0).
         **trainer_kwargs: the ``Trainer`` arguments of your real run (``accelerator``, ``devices``,
             ``strategy``, ``precision``, ``callbacks``, ``max_epochs``...); ``precision`` and ``ChannelsLast``

@@ -11,10 +11,13 @@ user's model and data) and decides, one factor at a time, which settings to keep
    windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if the
    second round shows a gain too;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
-   was never measured against a fresh baseline) and keep the combination only if it still beats them.
+   was never measured against the user's settings) and keep the combination only if it still beats them; a
+   confirmation that shows no gain but is not slower beyond the noise contradicts the rounds before it and is
+   undecided too: both are measured again in the reverse order, and the combination is kept only if that round
+   and both rounds pooled show a gain.
 
-Cost grows with the sum of the numbers of values per factor (plus two for each undecided value), not their
-product. Units: images/s (training
+Cost grows with the sum of the numbers of values per factor (plus two for each undecided value or confirmation),
+not their product. Units: images/s (training
 throughput in steady state, data wait included), seconds, MiB.
 """
 
@@ -74,7 +77,8 @@ class Measurement:
 
     Attributes:
         candidate: the settings measured.
-        stage: why it was measured: ``"current"`` (the user's settings), a factor name, or ``"confirm"``.
+        stage: why it was measured: ``"current"`` (the user's settings), a factor name, or ``"confirm"``;
+            ``", again"`` / ``", again (baseline)"`` appended for a second round.
         window_images_per_s: training images/s of each timed window of optimizer steps (steady state, data wait
             included); empty if the candidate failed or was skipped.
         warmup_s: seconds of the warm-up steps before the first timed window (compilation happens here).
@@ -176,6 +180,41 @@ def _ratio(new: Measurement, old: Measurement) -> float:
     return new.images_per_s / old.images_per_s if new.ok and old.ok and old.images_per_s > 0 else math.nan
 
 
+@dataclass(frozen=True)
+class _SecondRound:
+    """The outcome of measuring an undecided comparison once more (:func:`_second_round`)."""
+
+    held: bool  # the second round and both rounds pooled show a gain above ``min_gain``
+    ratio: float  # new / old in the second round
+    pooled: float  # new / old over both rounds' windows
+    pooled_new: Measurement
+    again_old: Measurement
+    error: Optional[str]
+
+    def describe(self) -> str:
+        if math.isfinite(self.ratio):
+            return f"{self.ratio:.2f}x when measured again ({self.pooled:.2f}x pooled)"
+        return f"the second round failed ({self.error})"
+
+
+def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candidate, old: Candidate, stage: str,
+                  first_new: Measurement, first_old: Measurement, table: list[Measurement],
+                  planned_images: Optional[float], min_gain: float, charge: Optional[bool] = None) -> _SecondRound:
+    """Measure ``new`` then ``old`` once more (the reverse of the first round's order, so a steady drift of the
+    machine's speed favours neither), append both to ``table``, and pool them with the first round.
+    ``charge``: charge ``new`` the cold compile time (default: when ``stage`` is ``"compile"``)."""
+    again_new = measure(new, f"{stage}, again")
+    again_old = measure(old, f"{stage}, again (baseline)")
+    table += [again_new, again_old]
+    charge = stage == "compile" if charge is None else charge
+    eff_again = _charge_cold_compile(again_new, table, planned_images) if charge else again_new
+    ratio = _ratio(eff_again, again_old)
+    pooled_new, pooled_old = pool(first_new, eff_again), pool(first_old, again_old)
+    pooled = _ratio(pooled_new, pooled_old)
+    held = again_new.ok and again_old.ok and ratio > 1.0 + min_gain and pooled > 1.0 + min_gain
+    return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error)
+
+
 def search(
     current: Candidate,
     options: Mapping[str, Sequence[Any]],
@@ -203,8 +242,9 @@ def search(
             slower beyond the noise while its own windows spread by more than ``noisy_spread``), measure it and
             the best settings so far once more, back to back in the reverse order, and keep it only if that
             second round shows a gain above ``min_gain`` and so do both rounds' windows pooled (:func:`pool`).
-            This costs two more measurements, only for undecided values; ``False``: keep the simpler settings
-            at once.
+            This costs two more measurements, only for undecided values; the confirmation of a combination
+            (step 3 of the module docstring) is measured again the same way when it shows no gain but is not
+            slower beyond the noise. ``False``: keep the simpler settings at once.
         noisy_spread: above this spread (:attr:`Measurement.spread`) a measurement is too noisy to decide on.
 
     Returns:
@@ -250,28 +290,20 @@ def search(
                 # anything. Measure both again back to back, the new settings first (the old ones were measured
                 # first in the first round, so a steady drift of the machine's speed favours neither), and keep
                 # the change only if the second round shows a gain too.
-                again_new = measure(cand, f"{factor}, again")
-                again_old = measure(best, f"{factor}, again (baseline)")
-                table += [again_new, again_old]
-                eff_again = _charge_cold_compile(again_new, table, planned_images) if factor == "compile" \
-                    else again_new
-                ratio2 = _ratio(eff_again, again_old)
-                pooled_new, pooled_old = pool(effective, eff_again), pool(best_m, again_old)
-                pooled = _ratio(pooled_new, pooled_old)
-                if again_new.ok and again_old.ok and ratio2 > 1.0 + min_gain and pooled > 1.0 + min_gain:
+                second = _second_round(measure, cand, best, factor, effective, best_m, table, planned_images,
+                                       min_gain)
+                if second.held:
                     reasons.append(
-                        f"{factor}={value!r}: kept, {ratio:.2f}x then {ratio2:.2f}x the images/s of {best.label()} "
-                        f"in two rounds ({pooled:.2f}x pooled); the first round was within the noise "
-                        f"({noise:.0%}), the second round showed a gain.")
-                    best, best_m = cand, pooled_new
+                        f"{factor}={value!r}: kept, {ratio:.2f}x then {second.ratio:.2f}x the images/s of "
+                        f"{best.label()} in two rounds ({second.pooled:.2f}x pooled); the first round was within the "
+                        f"noise ({noise:.0%}), the second round showed a gain.")
+                    best, best_m = cand, second.pooled_new
                 else:
-                    second = (f"{ratio2:.2f}x when measured again ({pooled:.2f}x pooled)" if math.isfinite(ratio2)
-                              else f"the second round failed ({again_new.error or again_old.error})")
                     reasons.append(
                         f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()} within the "
-                        f"noise ({noise:.0%}), then {second}: no gain shown.")
-                    if again_old.ok:
-                        best_m = again_old  # the fresher measurement of the settings kept
+                        f"noise ({noise:.0%}), then {second.describe()}: no gain shown.")
+                    if second.again_old.ok:
+                        best_m = second.again_old  # the fresher measurement of the settings kept
             else:
                 if ratio > 1:
                     verdict = f"a gain within the noise ({noise:.0%})"
@@ -287,12 +319,30 @@ def search(
         again_best = measure(best, "confirm")
         table += [again_current, again_best]
         effective = _charge_cold_compile(again_best, table, planned_images) if best.compile else again_best
+        ratio = _ratio(effective, again_current)
+        noise = max(min_gain, effective.spread, again_current.spread) if effective.ok and again_current.ok \
+            else math.nan
         if beats(effective, again_current, min_gain):
-            reasons.append(f"confirmed: {best.label()} is {_ratio(effective, again_current):.2f}x "
-                           f"{current.label()} measured again back to back.")
+            reasons.append(f"confirmed: {best.label()} is {ratio:.2f}x {current.label()} measured again back to "
+                           f"back.")
+        elif remeasure and math.isfinite(ratio) and ratio > 0 and 1 / ratio <= 1 + noise:
+            # Undecided: the rounds before showed each change's gain, this one shows none but is not slower
+            # beyond the noise either. Measure both once more, the combination first, and keep it only if that
+            # round and both rounds pooled show a gain.
+            second = _second_round(measure, best, current, "confirm", effective, again_current, table,
+                                   planned_images, min_gain, charge=best.compile)
+            if second.held:
+                reasons.append(f"confirmed: {best.label()} was {ratio:.2f}x {current.label()} measured again back "
+                               f"to back (within the noise, {noise:.0%}), then {second.ratio:.2f}x in the reverse "
+                               f"order ({second.pooled:.2f}x pooled).")
+            else:
+                reasons.append(f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()} "
+                               f"(within the noise, {noise:.0%}), then {second.describe()}; keeping the current "
+                               f"settings.")
+                best = current
         else:
-            reasons.append(f"not confirmed: measured again, {best.label()} was "
-                           f"{_ratio(effective, again_current):.2f}x {current.label()}; keeping the current settings.")
+            reasons.append(f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()}; "
+                           f"keeping the current settings.")
             best = current
     if best == current:
         reasons.append(f"chosen: the current settings ({current.label()}).")
@@ -369,10 +419,13 @@ class TuneResult:
     @property
     def speedup(self) -> float:
         """Images/s of the chosen settings over the current ones, from the same stage of measurement (the
-        confirmation when there was one); 1.0 when the current settings were kept."""
+        confirmation when there was one, both its rounds pooled); 1.0 when the current settings were kept."""
         if self.chosen == self.current:
             return 1.0
-        confirm = {m.candidate: m for m in self.measurements if m.stage == "confirm" and m.ok}
+        confirm: dict[Candidate, Measurement] = {}
+        for m in self.measurements:  # both rounds of the confirmation, pooled
+            if m.stage.startswith("confirm") and m.ok:
+                confirm[m.candidate] = pool(confirm[m.candidate], m) if m.candidate in confirm else m
         if self.chosen in confirm and self.current in confirm:
             return _ratio(confirm[self.chosen], confirm[self.current])
         chosen, current = self.measured(self.chosen), self.measured(self.current)

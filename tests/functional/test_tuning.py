@@ -279,20 +279,65 @@ def test_search_records_skipped_candidates_first_and_never_measures_or_chooses_t
     assert Candidate("bf16-mixed") not in [c for c, _ in bench.calls]
 
 
-def test_search_falls_back_to_the_current_settings_when_the_confirmation_fails():
-    def speed(c: Candidate, stage: str) -> float:
-        if stage == "confirm":  # measured back to back, the combination is no faster
-            return 100.0
-        return 100.0 * (1.3 if c.channels_last else 1.0) * (1.3 if c.precision == "bf16-mixed" else 1.0)
+def _two_gains(c: Candidate) -> float:
+    """1.3x for bf16-mixed and 1.3x for channels_last, separately (1.69x together)."""
+    return 100.0 * (1.3 if c.channels_last else 1.0) * (1.3 if c.precision == "bf16-mixed" else 1.0)
 
-    bench = Bench(speed)
-    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"],
-                                              "channels_last": [False, True]}, bench)
+
+TWO_FACTORS = {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]}
+COMBINATION = Candidate("bf16-mixed", True)
+
+
+def test_search_falls_back_to_the_current_settings_when_the_confirmation_fails():
+    # Measured back to back with the current settings, the combination is no faster, in both rounds.
+    bench = Bench(lambda c, stage: 100.0 if stage.startswith("confirm") else _two_gains(c))
+    chosen, table, reasons = search(CURRENT, TWO_FACTORS, bench)
     assert chosen == CURRENT
-    assert bench.stages[-2:] == ["confirm", "confirm"]
-    assert bench.calls[-2:] == [(CURRENT, "confirm"), (Candidate("bf16-mixed", True), "confirm")]
-    assert any(r.startswith("not confirmed:") for r in reasons)
+    # No gain but not slower beyond the noise contradicts the rounds before: measured again, the combination first.
+    assert bench.calls[-4:] == [(CURRENT, "confirm"), (COMBINATION, "confirm"), (COMBINATION, "confirm, again"),
+                                (CURRENT, "confirm, again (baseline)")]
+    assert [(m.candidate, m.stage) for m in table] == bench.calls
+    not_confirmed = [r for r in reasons if r.startswith("not confirmed:")]
+    assert len(not_confirmed) == 1 and "1.00x" in not_confirmed[0]
+    assert "then 1.00x when measured again (1.00x pooled)" in not_confirmed[0]
     assert reasons[-1] == "chosen: the current settings (32-true)."
+    # remeasure=False decides on the first confirmation.
+    once = Bench(lambda c, stage: 100.0 if stage.startswith("confirm") else _two_gains(c))
+    assert search(CURRENT, TWO_FACTORS, once, remeasure=False)[0] == CURRENT
+    assert once.stages[-2:] == ["confirm", "confirm"]
+
+
+def test_a_confirmation_slower_beyond_the_noise_is_not_measured_again():
+    bench = Bench(lambda c, stage: (80.0 if c == COMBINATION else 100.0) if stage == "confirm" else _two_gains(c),
+                  noise=0.05)
+    chosen, _, reasons = search(CURRENT, TWO_FACTORS, bench)
+    assert chosen == CURRENT and bench.stages[-2:] == ["confirm", "confirm"]
+    assert "again" not in " ".join(bench.stages)
+    assert any(r.startswith("not confirmed: measured again, bf16-mixed, channels_last was 0.80x") for r in reasons)
+
+
+def test_a_confirmation_within_the_noise_that_the_second_round_contradicts_keeps_the_combination():
+    # The machine is slow for the first confirmation only (the combination 0.99x, windows spread by 20%); in the
+    # reverse order the combination is 1.69x again: both rounds pooled show the gain, so it is kept.
+    def speed(c: Candidate, stage: str) -> float:
+        if stage == "confirm":
+            return 99.0 if c == COMBINATION else 100.0
+        return _two_gains(c)
+
+    bench = Bench(speed, noise=0.1)
+    chosen, table, reasons = search(CURRENT, TWO_FACTORS, bench)
+    assert chosen == COMBINATION
+    assert bench.stages[-4:] == ["confirm", "confirm", "confirm, again", "confirm, again (baseline)"]
+    confirmed = [r for r in reasons if r.startswith("confirmed:")]
+    assert len(confirmed) == 1 and "0.99x" in confirmed[0] and "then 1.69x in the reverse order" in confirmed[0]
+    result = TuneResult(CURRENT, chosen, table, reasons)
+    # The speedup pools both rounds' windows: the median of (89.1, 99, 108.9) + (152.1, 169, 185.9) over 100.
+    assert result.speedup == pytest.approx((108.9 + 152.1) / 2 / 100.0)
+    # A second round that fails keeps the current settings.
+    broken = Bench(lambda c, stage: None if stage == "confirm, again" else speed(c, stage), noise=0.1)
+    chosen, _, reasons = search(CURRENT, TWO_FACTORS, broken)
+    assert chosen == CURRENT
+    assert any("the second round failed (RuntimeError: boom)" in r for r in reasons if r.startswith("not confirmed"))
 
 
 def test_search_falls_back_when_the_confirmation_of_the_combination_raises():
@@ -338,7 +383,7 @@ def test_compile_is_chosen_only_when_its_compile_time_pays_off_over_the_planned_
 
 def test_compile_amortisation_applies_to_the_confirmation_too():
     def speed(c: Candidate, stage: str) -> float:
-        if stage == "confirm":  # measured again, the combination is only 1.1x the current settings
+        if stage.startswith("confirm"):  # measured again, the combination is only 1.1x the current settings
             return 110.0 if c.compile else 100.0
         return 100.0 * (1.5 if c.channels_last else 1.0) * (2.0 if c.compile else 1.0)
 
