@@ -1,12 +1,12 @@
-"""``tune()`` against an exhaustive, longer measurement of every candidate, per model, on this machine.
+"""``tune()`` against an exhaustive measurement of every candidate, per model, on this machine.
 
 For each model:
 
 1. ``tune()`` with its defaults, as a user would call it (its wall-clock cost is the "tuning cost");
 2. ``tune(compile=True, planned_steps=--planned-steps)``, which also measures ``torch.compile``, its compile time
    amortised over a planned run of 3,000 optimizer steps (about 10 epochs of Imagenette at batch 32) by default;
-3. every candidate configuration measured with longer windows (``--window`` steps x ``--repeats`` windows after
-   ``--warmup`` steps), the configurations without compilation in ``--rounds`` interleaved rounds (A B C D, then
+3. every candidate configuration measured (``--window`` steps x ``--repeats`` windows after ``--warmup`` steps; by
+   default the same windows as ``tune()``'s), the configurations without compilation in ``--rounds`` interleaved rounds (A B C D, then
    D C B A), the compiled ones once each (each fit recompiles: ~1 min on a 2-core CPU);
 4. the verdicts of issue #13: the tuned configuration's exhaustive images/s over the faster of plain ``32-true``
    (NCHW) and ``recipe()``'s settings (``recommended_precision()`` + channels_last), target >= 0.97x, and over the
