@@ -313,10 +313,12 @@ def comparison_table(comp: Comparison, unit: str) -> str:
     )
 
 
-def write_results(name: str, title: str, body: str, data: dict, results_dir: Path = RESULTS) -> Path:
-    """Write ``<results_dir>/<name>.md`` (title, machine, body) and ``<name>.json`` (data + machine)."""
+def write_results(name: str, title: str, body: str, data: dict, results_dir: Path = RESULTS,
+                  info: dict | None = None) -> Path:
+    """Write ``<results_dir>/<name>.md`` (title, machine, body) and ``<name>.json`` (data + machine).
+    ``info``: the machine a stored run ran on (re-rendering it elsewhere); default: this one (:func:`machine`)."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    info = machine()
+    info = info or machine()
     md = [f"# {title}", "", body.rstrip(), "", "## Machine", ""]
     md += [f"- {k}: {v}" for k, v in info.items()]
     path = results_dir / f"{name}.md"
