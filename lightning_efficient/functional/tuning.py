@@ -8,8 +8,8 @@ user's model and data) and decides, one factor at a time, which settings to keep
 2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
    measurements' own noise; an undecided value (a gain above 2% but within the noise, or a measurement whose
-   windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if the
-   second round shows a gain too;
+   windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if that
+   second round, with windows spread by at most 30%, shows a gain, and so do both rounds pooled;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
    was never measured against the user's settings) and keep the combination only if it still beats them; a
    confirmation that shows no gain but is not slower beyond the noise contradicts the rounds before it and is
@@ -184,24 +184,31 @@ def _ratio(new: Measurement, old: Measurement) -> float:
 class _SecondRound:
     """The outcome of measuring an undecided comparison once more (:func:`_second_round`)."""
 
-    held: bool  # the second round and both rounds pooled show a gain above ``min_gain``
+    held: bool  # the second round (quiet enough to decide on) and both rounds pooled show a gain above min_gain
     ratio: float  # new / old in the second round
     pooled: float  # new / old over both rounds' windows
     pooled_new: Measurement
     again_old: Measurement
     error: Optional[str]
+    spread: float = 0.0  # the larger spread of the second round's two measurements
 
-    def describe(self) -> str:
-        if math.isfinite(self.ratio):
-            return f"{self.ratio:.2f}x when measured again ({self.pooled:.2f}x pooled)"
-        return f"the second round failed ({self.error})"
+    def describe(self, noisy_spread: float = NOISY_SPREAD) -> str:
+        if not math.isfinite(self.ratio):
+            return f"the second round failed ({self.error})"
+        text = f"{self.ratio:.2f}x when measured again ({self.pooled:.2f}x pooled)"
+        if self.spread > noisy_spread:
+            text += f", with windows spread by {self.spread:.0%}, too noisy to decide on"
+        return text
 
 
 def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candidate, old: Candidate, stage: str,
                   first_new: Measurement, first_old: Measurement, table: list[Measurement],
-                  planned_images: Optional[float], min_gain: float, charge: Optional[bool] = None) -> _SecondRound:
+                  planned_images: Optional[float], min_gain: float, noisy_spread: float = NOISY_SPREAD,
+                  charge: Optional[bool] = None) -> _SecondRound:
     """Measure ``new`` then ``old`` once more (the reverse of the first round's order, so a steady drift of the
-    machine's speed favours neither), append both to ``table``, and pool them with the first round.
+    machine's speed favours neither), append both to ``table``, and pool them with the first round. The change
+    holds if the second round shows a gain above ``min_gain``, its windows spread by at most ``noisy_spread``
+    (a second round as noisy as that says nothing either), and both rounds pooled show a gain above ``min_gain``.
     ``charge``: charge ``new`` the cold compile time (default: when ``stage`` is ``"compile"``)."""
     again_new = measure(new, f"{stage}, again")
     again_old = measure(old, f"{stage}, again (baseline)")
@@ -211,8 +218,11 @@ def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candida
     ratio = _ratio(eff_again, again_old)
     pooled_new, pooled_old = pool(first_new, eff_again), pool(first_old, again_old)
     pooled = _ratio(pooled_new, pooled_old)
-    held = again_new.ok and again_old.ok and ratio > 1.0 + min_gain and pooled > 1.0 + min_gain
-    return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error)
+    ok = again_new.ok and again_old.ok
+    spread = max(eff_again.spread, again_old.spread) if ok else math.nan
+    held = ok and spread <= noisy_spread and ratio > 1.0 + min_gain and pooled > 1.0 + min_gain
+    return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error,
+                        spread if ok else 0.0)
 
 
 def search(
@@ -241,7 +251,8 @@ def search(
         remeasure: when a value is undecided (faster by more than ``min_gain`` but within the noise, or not
             slower beyond the noise while its own windows spread by more than ``noisy_spread``), measure it and
             the best settings so far once more, back to back in the reverse order, and keep it only if that
-            second round shows a gain above ``min_gain`` and so do both rounds' windows pooled (:func:`pool`).
+            second round shows a gain above ``min_gain`` with windows spread by at most ``noisy_spread``, and
+            both rounds' windows pooled (:func:`pool`) show a gain too.
             This costs two more measurements, only for undecided values; the confirmation of a combination
             (step 3 of the module docstring) is measured again the same way when it shows no gain but is not
             slower beyond the noise. ``False``: keep the simpler settings at once.
@@ -291,7 +302,7 @@ def search(
                 # first in the first round, so a steady drift of the machine's speed favours neither), and keep
                 # the change only if the second round shows a gain too.
                 second = _second_round(measure, cand, best, factor, effective, best_m, table, planned_images,
-                                       min_gain)
+                                       min_gain, noisy_spread)
                 if second.held:
                     reasons.append(
                         f"{factor}={value!r}: kept, {ratio:.2f}x then {second.ratio:.2f}x the images/s of "
@@ -301,7 +312,7 @@ def search(
                 else:
                     reasons.append(
                         f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()} within the "
-                        f"noise ({noise:.0%}), then {second.describe()}: no gain shown.")
+                        f"noise ({noise:.0%}), then {second.describe(noisy_spread)}: no gain shown.")
                     if second.again_old.ok:
                         best_m = second.again_old  # the fresher measurement of the settings kept
             else:
@@ -330,14 +341,14 @@ def search(
             # beyond the noise either. Measure both once more, the combination first, and keep it only if that
             # round and both rounds pooled show a gain.
             second = _second_round(measure, best, current, "confirm", effective, again_current, table,
-                                   planned_images, min_gain, charge=best.compile)
+                                   planned_images, min_gain, noisy_spread, charge=best.compile)
             if second.held:
                 reasons.append(f"confirmed: {best.label()} was {ratio:.2f}x {current.label()} measured again back "
                                f"to back (within the noise, {noise:.0%}), then {second.ratio:.2f}x in the reverse "
                                f"order ({second.pooled:.2f}x pooled).")
             else:
                 reasons.append(f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()} "
-                               f"(within the noise, {noise:.0%}), then {second.describe()}; keeping the current "
+                               f"(within the noise, {noise:.0%}), then {second.describe(noisy_spread)}; keeping the current "
                                f"settings.")
                 best = current
         else:
