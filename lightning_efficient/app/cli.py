@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="train ResNet-18 twice (plain Lightning vs recipe()) and print a side-by-side table",
+        help="train ResNet-18 twice (plain Lightning vs recipe() as tune() chooses it) and print a side-by-side table",
         description="Train the same ResNet-18 twice, same seed and epochs: plain Lightning (32-true, NCHW, "
         "per-epoch LR, per-image CPU augmentation) vs recipe() as tune() chooses it here (precision, "
         "channels_last and num_workers measured first; per-step LR, uint8 FastImageFolder, augmentation on the "
