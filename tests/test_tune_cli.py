@@ -77,3 +77,24 @@ def test_help_names_the_factors(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for word in ("precision", "channels_last", "torch.compile", "num_workers", "--planned-steps"):
         assert word in text
+
+
+def test_a_noisy_measurement_makes_the_advice_provisional_and_names_the_flag(capsys, monkeypatch):
+    import lightning_efficient
+    from lightning_efficient.functional.tuning import Candidate, Measurement, TuneResult
+    from lightning_efficient.tuner import noise_note
+
+    current = Candidate()
+    noisy = [Measurement(current, "current", (60.0, 100.0, 80.0))]  # windows spread by 50%
+
+    def fake_tune(*args, **kwargs):
+        return TuneResult(current, current, noisy, ["chosen: the current settings (32-true)."],
+                          notes=[noise_note(noisy, current)])
+
+    monkeypatch.setattr(lightning_efficient, "tune", fake_tune)
+    code, text, err = _run(capsys, "--model", "resnet18", *TINY)
+    assert code == 0, err
+    assert "the machine is noisy: windows of your own settings varied by 50%" in text
+    assert "--steps WARMUP WINDOW REPEATS, e.g. --steps 2 3 6" in text and "window_steps" not in text
+    advice = text[text.index("use it: Trainer("):]
+    assert "(provisional: the machine was noisy while measuring" in advice.splitlines()[1]

@@ -79,7 +79,7 @@ _CLI_WORDS = (
     ("num_workers not tuned (num_workers=False)", "num_workers not tuned"),
     ("(compile=None measures it on CUDA only; pass compile=True)", "(measured on CUDA only by default; pass --compile)"),
     ("pass precisions=[...] to measure it", "pass --precisions 32-true bf16-mixed to measure it"),
-    ("or raise window_steps/repeats", "or raise --steps"),
+    ("or raise window_steps/repeats", "or take more timed windows (--steps WARMUP WINDOW REPEATS, e.g. --steps 2 3 6)"),
 )
 
 
@@ -164,6 +164,8 @@ def run(
     print(f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"
           + ("; result.prepare_model(model) (compiles it)" if result.compile else "")
           + (f"; DataLoader(num_workers={result.num_workers})" if data and result.num_workers is not None else ""))
+    if any(note.startswith("the machine is noisy") for note in result.notes):
+        print("  (provisional: the machine was noisy while measuring, see the note above; rerun on a quiet machine)")
     if out:
         Path(out).write_text(result.to_json())
         print(f"wrote {out}")
