@@ -11,11 +11,15 @@ Same schedule in epochs (1-epoch linear warmup from 0.1x, then cosine to 0), sam
 the runs alternate (seed 0: baseline, efficient; seed 1: efficient, baseline; ...). Every epoch ends with top-1 on
 the full validation split; the curves are top-1 against training seconds (wall clock from the start of the run,
 tuning included, validation runs excluded). Reported: mean and spread of the final top-1 per side, each run's
-time to reach the baseline's mean final top-1, and the ratio of the sides' mean times (goal of issue #15: <= 0.55x).
+time to reach the baseline's mean final top-1, and efficient / baseline as the ratio of the sides' mean times
+(only when every run reaches the target) and of the times at which each side's mean curve (mean top-1 and mean
+training seconds per epoch over the seeds) reaches it (goal of issue #15: <= 0.55x).
 
-    python -m benchmarks.time_to_accuracy                    # defaults below; est. time printed first
+    python -m benchmarks.time_to_accuracy                    # defaults below; prints its settings first
     python -m benchmarks.time_to_accuracy --quick            # smoke test: tiny subset, writes *_quick.*
-    python -m benchmarks.time_to_accuracy --size 112 --epochs 8 --train-images 0 --seeds 3
+    python -m benchmarks.time_to_accuracy --size 64 --epochs 5 --train-images 6000   # as run on this CPU, ~55 min
+    python -m benchmarks.time_to_accuracy --from-json benchmarks/results/time_to_accuracy.json
+                                            # re-render .md/.png from a finished run (text added by hand is lost)
 
 Run it once, quietly, with nothing else on the machine. Writes ``benchmarks/results/time_to_accuracy.md``,
 ``.json`` and ``.png``.
@@ -75,8 +79,9 @@ def first_time(curve: list[tuple[float, float]], target: float) -> float:
 
 
 def render(runs: list[dict[str, Any]], args: dict[str, Any], total_s: float, train_n: int, val_n: int,
-           workers: Any) -> tuple[str, dict[str, Any]]:
-    """The Markdown body and the summary figures of a finished run (also used by ``--from-json``)."""
+           workers: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """The Markdown body (linking ``<name>.png``) and the summary figures of a finished run (also used by
+    ``--from-json``)."""
     def side(kind: str) -> list[dict[str, Any]]:
         return [r for r in runs if r["kind"] == kind]
 
@@ -111,7 +116,6 @@ def render(runs: list[dict[str, Any]], args: dict[str, Any], total_s: float, tra
                    / summary["baseline"]["mean_curve_time_to_target_s"])
     summary["ratio_mean_time"], summary["ratio_mean_curve"], summary["target"] = ratio, curve_ratio, target
     throughput = summary["efficient"]["images_per_s_mean"] / summary["baseline"]["images_per_s_mean"]
-    name = "time_to_accuracy_quick" if args.get("quick") in (True, "True") else "time_to_accuracy"
     body = "\n".join([
         f"ResNet-18 from scratch on Imagenette ({train_n} train / {val_n} val images), {args['size']} px, "
         f"batch {args['batch_size']}, {args['epochs']} epochs, peak LR {args['lr']} (1-epoch warmup, cosine), "
@@ -155,9 +159,9 @@ def main() -> None:
     if args.from_json is not None:
         data = json.loads(args.from_json.read_text())
         runs, view = data["runs"], data["args"]
-        body, summary = render(runs, view, data.get("total_s", math.nan), data["train_images_n"],
-                               data["val_images_n"], data["workers"])
         name = args.from_json.stem
+        body, summary = render(runs, view, data.get("total_s", math.nan), data["train_images_n"],
+                               data["val_images_n"], data["workers"], name)
         curves_png(runs, summary["target"], RESULTS / f"{name}.png",
                    f"ResNet-18, Imagenette, {view['size']} px, {view['epochs']} epochs")
         path = write_results(name, "Time to accuracy: plain Lightning vs lightning_efficient", body,
@@ -197,8 +201,8 @@ def main() -> None:
                   flush=True)
     total = time.perf_counter() - started
     view = {k: str(v) for k, v in vars(args).items()}
-    body, summary = render(runs, view, total, len(train_idx), len(val_idx), cfg.workers)
     name = "time_to_accuracy_quick" if args.quick else "time_to_accuracy"
+    body, summary = render(runs, view, total, len(train_idx), len(val_idx), cfg.workers, name)
     curves_png(runs, summary["target"], RESULTS / f"{name}.png",
                f"ResNet-18, Imagenette, {args.size} px, {args.epochs} epochs")
     path = write_results(name, "Time to accuracy: plain Lightning vs lightning_efficient", body,

@@ -219,10 +219,9 @@ def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candida
     pooled_new, pooled_old = pool(first_new, eff_again), pool(first_old, again_old)
     pooled = _ratio(pooled_new, pooled_old)
     ok = again_new.ok and again_old.ok
-    spread = max(eff_again.spread, again_old.spread) if ok else math.nan
+    spread = max(eff_again.spread, again_old.spread) if ok else 0.0
     held = ok and spread <= noisy_spread and ratio > 1.0 + min_gain and pooled > 1.0 + min_gain
-    return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error,
-                        spread if ok else 0.0)
+    return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error, spread)
 
 
 def search(
@@ -300,7 +299,7 @@ def search(
                 # Undecided: a gain within the noise, or a measurement whose own windows vary too much to say
                 # anything. Measure both again back to back, the new settings first (the old ones were measured
                 # first in the first round, so a steady drift of the machine's speed favours neither), and keep
-                # the change only if the second round shows a gain too.
+                # the change only if the second round (quiet enough to decide on) shows a gain too.
                 second = _second_round(measure, cand, best, factor, effective, best_m, table, planned_images,
                                        min_gain, noisy_spread)
                 if second.held:
