@@ -14,6 +14,7 @@ import copy
 import math
 import platform
 import random
+import statistics
 import time
 import warnings
 from dataclasses import replace
@@ -58,6 +59,7 @@ class _Probe(Callback):
     def __init__(self, warmup: int, window: int, repeats: int) -> None:
         self.warmup, self.window, self.repeats = warmup, window, repeats
         self.marks: list[float] = []  # time after step k (index 0: train start)
+        self.starts: list[float] = []  # time at the start of step k+1 (its batch fetched, moved and transformed)
         self.samples: list[int] = []
         self.peak_rss = 0
         self.cuda = False
@@ -73,6 +75,9 @@ class _Probe(Callback):
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(pl_module.device)
         self.marks = [self._now()]
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.starts.append(time.perf_counter())
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = len(self.samples) + 1
@@ -92,8 +97,10 @@ class _Probe(Callback):
             seconds = self.marks[b] - self.marks[a]
             rates.append(sum(self.samples[a:b]) / seconds if seconds > 0 else math.nan)
         peak = (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+        end = w + len(rates) * k
         result = {
             "rates": rates,
+            "data_wait": _wait_share(self.marks, self.starts, range(w, end)) if rates else math.nan,
             "warmup_s": self.marks[w] - self.marks[0] if len(self.marks) > w else math.nan,
             "step_s": (self.marks[w + len(rates) * k] - self.marks[w]) / (len(rates) * k) if rates else math.nan,
             "peak_memory_mb": peak,
@@ -101,6 +108,137 @@ class _Probe(Callback):
             "steps": len(self.samples),
         }
         # Every rank decides from rank 0's figures, so that all ranks choose the same settings.
+        self.result = trainer.strategy.broadcast(result, src=0)
+
+
+def _wait_share(marks: Sequence[float], starts: Sequence[float], steps: Any) -> float:
+    """Share of the time of ``steps`` (0-based step indices) spent between the end of the step before and the
+    start of each step: fetching the batch, moving it to the device, batch hooks."""
+    steps = [i for i in steps if i < len(starts) and i + 1 < len(marks)]
+    total = sum(marks[i + 1] - marks[i] for i in steps)
+    waited = sum(max(0.0, starts[i] - marks[i]) for i in steps)
+    return waited / total if total > 0 else math.nan
+
+
+class _PairedProbe(Callback):
+    """Measures two layouts (NCHW and channels_last) in one fit, window by window in alternation.
+
+    Plan: ``warmup`` steps in the ``old`` layout, ``warmup`` in the ``new`` one, then ``2 * pairs`` windows of
+    ``window`` steps in the order new, old, old, new, new, old... (window ``2i`` and ``2i + 1`` form pair ``i``;
+    the order alternates, so a steady drift of the machine's speed favours neither side). At each change of
+    layout the model's 4-D parameters and buffers, their gradients and the optimizer's state are converted and
+    one untimed step follows, so that no window pays for the switch. Batches are converted to channels_last
+    in the ``"layout"`` stage of the batch pipeline (as :class:`ChannelsLast` does) while the layout is.
+    """
+
+    _STAGE = "tune-paired-layout"
+
+    def __init__(self, warmup: int, window: int, pairs: int, new_cl: bool) -> None:
+        self.window, self.pairs, self.new_cl = window, pairs, new_cl
+        plan: list[tuple[bool, Optional[int]]] = [(not new_cl, None)] * warmup + [(new_cl, None)] * warmup
+        for i in range(2 * pairs):
+            side_new = (i % 4) in (0, 3)  # N O O N, N O O N ...
+            cl = new_cl if side_new else not new_cl
+            if plan[-1][0] != cl:
+                plan.append((cl, None))  # one untimed step after the switch
+            plan += [(cl, i)] * window
+        self.plan = plan
+        self.steps_needed = len(plan)
+        self.cl = not new_cl
+        self.names: set[str] = set()
+        self.marks: list[float] = []
+        self.starts: list[float] = []
+        self.samples: list[int] = []
+        self.peak_rss = 0
+        self.cuda = False
+        self._pipeline: Any = None
+        self._convert: Any = None
+        self.result: Optional[dict[str, Any]] = None
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        from lightning_efficient.functional.layout import BatchToChannelsLast, convert_module_to_channels_last
+        from lightning_efficient.pipeline import add_stage
+
+        report = convert_module_to_channels_last(pl_module)
+        self.names = set(report.converted)
+        self._convert = BatchToChannelsLast()
+        self._switch(pl_module, None, self.cl)
+        self._pipeline = add_stage(trainer, pl_module, self._STAGE,
+                                   lambda batch, idx: self._convert(batch) if self.cl else batch, "layout")
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self._pipeline is not None:
+            self._pipeline.remove(self._STAGE)
+        self._pipeline = None
+
+    def _switch(self, pl_module: Any, optimizers: Any, cl: bool) -> None:
+        fmt = torch.channels_last if cl else torch.contiguous_format
+        tensors = dict(pl_module.named_parameters())
+        tensors.update(dict(pl_module.named_buffers()))
+        for name in self.names:
+            t = tensors.get(name)
+            if t is None:
+                continue
+            t.data = t.data.contiguous(memory_format=fmt)
+            if isinstance(t, torch.nn.Parameter) and t.grad is not None:
+                t.grad = t.grad.contiguous(memory_format=fmt)
+            for opt in optimizers or ():
+                for key, value in opt.state.get(t, {}).items():
+                    if torch.is_tensor(value) and value.shape == t.shape:
+                        opt.state[t][key] = value.contiguous(memory_format=fmt)
+        self.cl = cl
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.cuda = pl_module.device.type == "cuda"
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+        self.marks = [self._now()]
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.starts.append(time.perf_counter())
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        k = len(self.samples)  # this step's index in the plan
+        nxt = self.plan[k + 1] if k + 1 < len(self.plan) else None
+        boundary = nxt is None or nxt != self.plan[k]
+        self.marks.append(self._now() if boundary else time.perf_counter())
+        self.samples.append(_batch_size(batch))
+        if not self.cuda and (boundary or k % self.window == 0):
+            self.peak_rss = max(self.peak_rss, process_rss_bytes())
+        if nxt is not None and nxt[0] != self.cl:
+            self._switch(pl_module, [getattr(o, "optimizer", o) for o in trainer.optimizers], nxt[0])
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        windows: dict[int, list[int]] = {}
+        for k, (_, i) in enumerate(self.plan[: len(self.samples)]):
+            if i is not None:
+                windows.setdefault(i, []).append(k)
+        rates: dict[int, float] = {}
+        waits: dict[int, float] = {}
+        for i, steps in windows.items():
+            if len(steps) < self.window:
+                continue
+            seconds = self.marks[steps[-1] + 1] - self.marks[steps[0]]
+            rates[i] = sum(self.samples[k] for k in steps) / seconds if seconds > 0 else math.nan
+            waits[i] = _wait_share(self.marks, self.starts, steps)
+        complete = [p for p in range(self.pairs) if 2 * p in rates and 2 * p + 1 in rates]
+        new_ids = [2 * p if (2 * p) % 4 == 0 else 2 * p + 1 for p in complete]
+        old_ids = [2 * p + 1 if (2 * p) % 4 == 0 else 2 * p for p in complete]
+        peak = (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+        first_window = next((k for k, x in enumerate(self.plan) if x[1] is not None), len(self.plan))
+        result = {
+            "new_rates": [rates[i] for i in new_ids], "old_rates": [rates[i] for i in old_ids],
+            "new_wait": statistics.fmean([waits[i] for i in new_ids]) if new_ids else math.nan,
+            "old_wait": statistics.fmean([waits[i] for i in old_ids]) if old_ids else math.nan,
+            "warmup_s": self.marks[first_window] - self.marks[0] if len(self.marks) > first_window else math.nan,
+            "peak_memory_mb": peak, "batch_size": self.samples[0] if self.samples else None,
+            "steps": len(self.samples),
+        }
         self.result = trainer.strategy.broadcast(result, src=0)
 
 
@@ -325,7 +463,13 @@ def tune(
 
     For each candidate a copy of ``model`` trains for ``warmup_steps + repeats * window_steps`` optimizer steps
     through a ``Trainer(**trainer_kwargs)`` (validation, logging and checkpoints off); training images/s is
-    measured over each window of ``window_steps`` steps (data wait included). Factors are varied one at a time
+    measured over each window of ``window_steps`` steps (data wait included). ``channels_last`` is measured in
+    pairs: one fit trains both layouts, switching every window (``repeats + 1`` pairs of adjacent windows, each
+    switch followed by one untimed step), and it is kept if the pairs' geometric-mean gain is above 2% with a
+    one-sided 95% lower bound above 1 (measured in pairs once more when the gain is there but the bound is not);
+    separate short fits of the same settings differ by 10-15% on a busy CPU, adjacent windows share the
+    machine's state. More ``num_workers`` than the loader has are not measured when the data wait of the
+    current settings bounds their gain below 2%. The other factors are varied one at a time
     against the best so far and a change is kept only if it beats the spread of the repeated windows, or, when
     undecided (a gain above 2% but within that spread, or windows too noisy to say), if a second round measured
     back to back shows a gain
@@ -409,7 +553,7 @@ def tune(
     try:
         planned_images = planned * batch_size_guess(trials.loader) if planned else None
         chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped,
-                                       remeasure=remeasure)
+                                       remeasure=remeasure, measure_pair=trials.pair)
     except RuntimeError as err:
         if any(word in str(err) for word in ("Byte", "uint8", "unsigned char")):
             raise RuntimeError(
@@ -557,7 +701,57 @@ class Trials:
         self.batch_size = self.batch_size or r.get("batch_size")
         compile_s = max(0.0, r["warmup_s"] - self.warmup_steps * r["step_s"]) if candidate.compile else math.nan
         return Measurement(candidate, stage, window_images_per_s=rates, warmup_s=r["warmup_s"],
-                           peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s)
+                           peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s,
+                           data_wait=r.get("data_wait", math.nan))
+
+    def pair(self, new: Candidate, old: Candidate, stage: str) -> Optional[tuple[Measurement, Measurement]]:
+        """Measure two candidates that differ only in ``channels_last`` in one fit, window by window
+        (``pairs = repeats + 1`` pairs of ``window_steps`` steps; see :func:`paired_gain`); the ``measure_pair``
+        of :func:`~lightning_efficient.functional.tuning.search`.
+
+        Returns ``(new_measurement, old_measurement)`` with stages ``"<stage> (paired)"`` and
+        ``"<stage> (paired baseline)"``, window ``i`` of one next to window ``i`` of the other; ``None`` where
+        they cannot be paired: other differences, compilation (a layout change would recompile), or more than
+        one process (DDP lays out its gradient buckets once). A fit that raises is reported as ``new``'s error
+        (``old`` was measured before without it).
+        """
+        if new.differences(old) != ["channels_last"] or new.compile:
+            return None
+        probe = _PairedProbe(self.warmup_steps, self.window_steps, self.repeats + 1, new_cl=new.channels_last)
+        callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
+        labels = (f"{stage} (paired)", f"{stage} (paired baseline)")
+        try:
+            with no_lightning_info():
+                trainer = self.trainer_cls(
+                    precision=new.precision, callbacks=callbacks, max_steps=probe.steps_needed,
+                    max_epochs=probe.steps_needed, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                    **self.fixed,
+                )
+            if trainer.world_size > 1:
+                return None
+            net, data = self._data(copy.deepcopy(self.model), new.num_workers)
+            self.restore()
+            with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=UserWarning,
+                                        module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
+                trainer.fit(net, **data)
+        except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
+            return (Measurement(new, labels[0], error=f"{type(err).__name__}: {err}".split("\n")[0][:300]),
+                    Measurement(old, labels[1], skipped="not measured: the paired fit failed (the row above)"))
+        finally:
+            self.restore()
+        r = probe.result or {}
+        if r.get("steps", 0) < probe.steps_needed or not r.get("new_rates"):
+            why = (f"the loader gave {r.get('steps', 0)} batches; {probe.steps_needed} are needed for a paired "
+                   "measurement")
+            return Measurement(new, labels[0], error=why), Measurement(old, labels[1], error=why)
+        self.batch_size = self.batch_size or r.get("batch_size")
+        common = dict(warmup_s=r["warmup_s"], peak_memory_mb=r["peak_memory_mb"])
+        return (Measurement(new, labels[0], window_images_per_s=tuple(r["new_rates"]), data_wait=r["new_wait"],
+                            **common),
+                Measurement(old, labels[1], window_images_per_s=tuple(r["old_rates"]), data_wait=r["old_wait"],
+                            **common))
 
 
 def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str]:

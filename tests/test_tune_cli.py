@@ -30,7 +30,7 @@ def test_synthetic_input_prints_the_table_the_choice_and_writes_json(tmp_path, c
     payload = json.loads(out.read_text())
     assert payload["chosen"]["precision"] == payload["recipe_kwargs"]["precision"]
     stages = [r["stage"] for r in payload["rows"]]
-    assert "current" in stages and "channels_last" in stages
+    assert "current" in stages and "channels_last (paired)" in stages
     assert "num_workers" not in stages  # synthetic input: nothing to load, workers not tuned
     measured = [r for r in payload["rows"] if r["status"] in ("ok", "chosen")]
     assert all(r["images_per_s"] > 0 for r in measured)

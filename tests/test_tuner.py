@@ -28,6 +28,7 @@ from trainer_helpers import TRAINER_KW
 import lightning_efficient as le
 from lightning_efficient.functional.tuning import Candidate
 from lightning_efficient.precision import cpu_has_native_bf16
+from lightning_efficient.tuner import Trials, _PairedProbe
 
 # tune() warns when this machine's own timing noise is high (a busy CI machine): that depends on the machine, not on
 # what these tests check; test_a_noisy_machine_is_warned_about_and_noted checks the warning itself (pytest.warns).
@@ -41,6 +42,8 @@ FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", device
 #: Only fp32 (bf16 is emulated on most CPUs: the default adds a skipped row to the table where it is).
 FP32 = dict(FAST, precisions=["32-true"])
 STEPS = 3
+#: Steps of a paired fit under FAST (channels_last on and off in one fit; see test_a_paired_fit_*).
+PAIRED_STEPS = _PairedProbe(1, 1, 3, new_cl=True).steps_needed
 N, BATCH = 32, 4
 
 
@@ -259,8 +262,11 @@ def test_a_datamodule_and_its_batch_hooks_are_used():
     result = le.tune(Net(), datamodule=dm, num_workers=[0, 1], **FP32)
     assert all(m.ok for m in result.measurements)  # uint8 batches would fail in the conv without the hook
     assert any(m.stage == "num_workers" and m.candidate.num_workers == 1 for m in result.measurements)
-    # Each fit moved its STEPS batches through both hooks (the copy with a rebuilt loader shares `calls`).
-    assert dm.calls == {"transfer": STEPS * len(result.measurements), "after": STEPS * len(result.measurements)}
+    # Each fit moved its batches through both hooks (the copy with a rebuilt loader shares `calls`): STEPS per
+    # separate fit, the paired fit of channels_last its plan's steps.
+    paired = [m for m in result.measurements if m.stage.endswith("(paired)")]
+    steps = STEPS * (len(result.measurements) - 2 * len(paired)) + PAIRED_STEPS * len(paired)
+    assert len(paired) == 1 and dm.calls == {"transfer": steps, "after": steps}
     assert result.batch_size == BATCH and result.current == Candidate(num_workers=0)
 
 
@@ -448,9 +454,9 @@ def test_the_users_callbacks(tmp_path):
     assert list(tmp_path.rglob("*")) == []  # no checkpoint, no log
     assert result.current == Candidate(channels_last=True)
     assert [(m.stage, m.candidate.channels_last) for m in result.measurements] == [
-        ("current", True), ("channels_last", False)]
+        ("current", True), ("channels_last (paired)", False), ("channels_last (paired baseline)", True)]
     # Other callbacks train along, as copies: the user's instance saw nothing.
-    assert counting.batches == 0 and len(Counting.batches_seen_by_copies) == STEPS * 2
+    assert counting.batches == 0 and len(Counting.batches_seen_by_copies) == STEPS + PAIRED_STEPS
     # The same checkpoint callback does write in a real fit (the check above can fail).
     pl.Trainer(**{**TRAINER_KW, "enable_checkpointing": True}, max_steps=1, callbacks=[ckpt],
                default_root_dir=tmp_path).fit(Net(), loader)
@@ -496,7 +502,7 @@ def test_a_model_of_the_unified_lightning_package():
 
     result = le.tune(UnifiedNet(), DataLoader(_images(), batch_size=BATCH), callbacks=[Spy()], num_workers=False,
                      **FP32)
-    assert all(m.ok for m in result.measurements) and len(result.measurements) == 2
+    assert all(m.ok for m in result.measurements) and len(result.measurements) == 3  # current, a paired fit
     assert trainers == [unified.Trainer] * 2
 
 
@@ -536,3 +542,57 @@ def test_noise_note_for_noisy_windows_or_the_same_settings_measured_far_apart():
 def test_uint8_batches_without_the_converting_callback_say_where_it_goes():
     with pytest.raises(RuntimeError, match=r"uint8 images .* callbacks=\[GPUAugmentation"):
         le.tune(Net(), DataLoader(_images(dtype=torch.uint8), batch_size=BATCH), num_workers=False, **FP32)
+
+
+class LayoutSpy(Net):
+    """Records, at every training step, whether the batch, the conv weight and its momentum buffer are
+    channels_last (class-level, as tune() trains deep copies)."""
+
+    seen: list[tuple[bool, bool, bool | None]] = []
+
+    def training_step(self, batch, batch_idx):
+        weight = self.net[0].weight
+        buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
+        LayoutSpy.seen.append((_is_channels_last(batch[0]), _is_channels_last(weight),
+                               None if buf is None else _is_channels_last(buf)))
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("new_cl", [True, False])
+def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(new_cl):
+    LayoutSpy.seen = []
+    model = LayoutSpy()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trials = Trials(model, DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=2, repeats=2,
+                       accelerator="cpu", devices=1)
+    new, old = Candidate(channels_last=new_cl), Candidate(channels_last=not new_cl)
+    new_m, old_m = trials.pair(new, old, "channels_last")
+    probe = _PairedProbe(1, 2, 3, new_cl=new_cl)
+    # Warm-up in the old layout, then the new one, then windows new, old, old, new, new, old (one untimed step
+    # after each switch): the batch, the weights and the optimizer state always agree with the plan.
+    assert [cl for cl, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
+                                            not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
+                                            new_cl, not new_cl, not new_cl, not new_cl]
+    assert [batch for batch, _, _ in LayoutSpy.seen] == [cl for cl, _ in probe.plan]
+    assert all(weight == batch for batch, weight, _ in LayoutSpy.seen)
+    assert all(buf in (None, batch) for batch, _, buf in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
+    assert (new_m.stage, old_m.stage) == ("channels_last (paired)", "channels_last (paired baseline)")
+    assert (new_m.candidate, old_m.candidate) == (new, old) and new_m.ok and old_m.ok
+    assert len(new_m.window_images_per_s) == len(old_m.window_images_per_s) == 3
+    assert 0.0 <= new_m.data_wait <= 1.0 and 0.0 <= old_m.data_wait <= 1.0
+    # The user's model is untouched: values and NCHW layout.
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before) and not _is_channels_last(model.net[0].weight)
+
+
+def test_candidates_that_differ_in_more_than_the_layout_are_not_paired():
+    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
+                       accelerator="cpu", devices=1)
+    assert trials.pair(Candidate(channels_last=True, num_workers=1), Candidate(), "channels_last") is None
+    assert trials.pair(Candidate(channels_last=True, compile=True), Candidate(compile=True), "channels_last") is None
+
+
+def test_a_measurement_records_the_share_of_time_spent_waiting_for_data():
+    result = le.tune(Net(), DataLoader(_images(), batch_size=BATCH), num_workers=False, channels_last=False, **FP32)
+    (current,) = result.measurements
+    assert 0.0 <= current.data_wait < 1.0

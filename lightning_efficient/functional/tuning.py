@@ -7,7 +7,12 @@ user's model and data) and decides, one factor at a time, which settings to keep
 1. measure the user's current settings;
 2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
-   measurements' own noise; an undecided value (a gain above 2% but within the noise, or a measurement whose
+   measurements' own noise. ``channels_last`` is measured in pairs where the caller can (``measure_pair``: both
+   layouts in one fit, window by window in alternation), and kept if the pairs' gain is above 2% with a 95%
+   lower bound above 1 (:func:`paired_gain`): separate short fits of the same settings differ by 10-15% on a
+   busy CPU, which hides a 10-20% gain, while adjacent windows see the same machine. More ``num_workers`` than
+   the best so far are not measured when its data wait (:attr:`Measurement.data_wait`) bounds their gain below
+   2% (:func:`workers_bound`). For the other factors an undecided value (a gain above 2% but within the noise, or a measurement whose
    windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if that
    second round, with windows spread by at most 30%, shows a gain, and so do both rounds pooled;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
@@ -85,6 +90,9 @@ class Measurement:
         compile_s: seconds that compilation added: ``warmup_s`` less the same number of steady-state steps
             (``compile`` candidates only, else NaN).
         peak_memory_mb: peak CUDA memory allocated on the device, or peak process RSS on the CPU, MiB.
+        data_wait: share (0-1) of the timed windows' wall-clock time spent between optimizer steps: waiting for
+            the next batch, its transfer to the device and the batch hooks (NaN if not measured). More DataLoader
+            workers can save at most this share.
         error: ``"ExceptionType: message"`` if the fit raised; the candidate is never chosen.
         skipped: why the candidate was not measured (e.g. bf16 emulated on this CPU); never chosen.
     """
@@ -95,6 +103,7 @@ class Measurement:
     warmup_s: float = math.nan
     compile_s: float = math.nan
     peak_memory_mb: float = math.nan
+    data_wait: float = math.nan
     error: Optional[str] = None
     skipped: Optional[str] = None
 
@@ -224,6 +233,133 @@ def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candida
     return _SecondRound(held, ratio, pooled, pooled_new, again_old, again_new.error or again_old.error, spread)
 
 
+#: One-sided 95% quantiles of Student's t distribution by degrees of freedom (1-10; 1.645 beyond).
+_T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
+
+
+@dataclass(frozen=True)
+class PairedGain:
+    """How much faster ``new`` is than ``old`` from windows measured in pairs (:func:`paired_gain`).
+
+    Attributes:
+        ratios: ``new / old`` images/s of each pair of adjacent windows.
+        gain: their geometric mean (the estimated speed-up, e.g. 1.12 for 12% more images/s).
+        lower: one-sided 95% lower confidence bound of ``gain`` (Student's t on the log ratios); NaN for one pair.
+        min_gain: the smallest relative gain that counts.
+    """
+
+    ratios: tuple[float, ...]
+    gain: float
+    lower: float
+    min_gain: float = MIN_GAIN
+
+    @property
+    def kept(self) -> bool:
+        """The gain counts (above ``1 + min_gain``) and is shown beyond the noise (``lower > 1``)."""
+        return self.gain > 1.0 + self.min_gain and self.lower > 1.0
+
+    @property
+    def undecided(self) -> bool:
+        """A gain that would count, not shown beyond the noise: worth more pairs."""
+        return self.gain > 1.0 + self.min_gain and not self.lower > 1.0
+
+    def describe(self) -> str:
+        if not self.ratios:
+            return "no pair of windows measured"
+        span = f"{min(self.ratios):.2f}-{max(self.ratios):.2f}x" if len(self.ratios) > 1 else ""
+        bound = f", 95% lower bound {self.lower:.3f}x" if math.isfinite(self.lower) else ""
+        return f"{self.gain:.2f}x in {len(self.ratios)} pairs of adjacent windows ({span}{bound})"
+
+
+def paired_gain(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) -> PairedGain:
+    """The speed-up of ``new`` over ``old`` measured in one fit, window by window: ``new``'s window ``i`` ran
+    next to ``old``'s window ``i`` (alternating, A B B A ...), so a change of the machine's speed over seconds or
+    minutes, or from one fit to the next, affects both sides of a pair alike and cancels in their ratio.
+
+    ``gain`` is the geometric mean of the pair ratios; ``lower`` its one-sided 95% lower bound,
+    ``exp(mean - t * sd / sqrt(n))`` on the log ratios (Student's t with ``n - 1`` degrees of freedom). The change
+    is kept (:attr:`PairedGain.kept`) when the gain exceeds ``1 + min_gain`` and the lower bound exceeds 1.
+
+    Raises:
+        ValueError: the two measurements have different numbers of windows (they were not measured in pairs).
+    """
+    if not (new.ok and old.ok):
+        return PairedGain((), math.nan, math.nan, min_gain)
+    if len(new.window_images_per_s) != len(old.window_images_per_s):
+        raise ValueError(f"paired_gain(): {len(new.window_images_per_s)} windows of {new.candidate.label()} but "
+                         f"{len(old.window_images_per_s)} of {old.candidate.label()}; paired measurements have "
+                         "one window of each per pair.")
+    ratios = tuple(a / b for a, b in zip(new.window_images_per_s, old.window_images_per_s) if a > 0 and b > 0)
+    if not ratios:
+        return PairedGain((), math.nan, math.nan, min_gain)
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    n = len(logs)
+    if n < 2:
+        return PairedGain(ratios, math.exp(mean), math.nan, min_gain)
+    t = _T95[n - 2] if n - 2 < len(_T95) else 1.645
+    lower = math.exp(mean - t * statistics.stdev(logs) / math.sqrt(n))
+    return PairedGain(ratios, math.exp(mean), lower, min_gain)
+
+
+def pool_pairs(first: tuple[Measurement, Measurement], second: tuple[Measurement, Measurement]) -> \
+        tuple[Measurement, Measurement]:
+    """Two paired measurements of the same two candidates as one (their pairs together); the first alone if the
+    second failed."""
+    if not (second[0].ok and second[1].ok):
+        return first
+    return pool(first[0], second[0]), pool(first[1], second[1])
+
+
+def workers_bound(best: Measurement, value: Any, min_gain: float = MIN_GAIN) -> Optional[str]:
+    """Why measuring ``num_workers=value`` is pointless, or ``None``: more workers than ``best`` has can at most
+    remove its data wait (:attr:`Measurement.data_wait`), a speed-up of ``1 / (1 - data_wait)``; below
+    ``1 + min_gain`` nothing could be gained (measured bound, Amdahl's law). Fewer workers are always measured:
+    on a small CPU they can be faster by leaving the cores to the training step."""
+    current = best.candidate.num_workers
+    if value is None or current is None or value <= current or not best.ok or not math.isfinite(best.data_wait):
+        return None
+    bound = 1.0 / max(1.0 - best.data_wait, 1e-9)
+    if bound >= 1.0 + min_gain:
+        return None
+    return (f"with workers={current} the training step waited for data {best.data_wait:.1%} of the time, so more "
+            f"workers could gain at most {bound:.3f}x (below the {min_gain:.0%} that counts)")
+
+
+def _paired_round(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
+                  cand: Candidate, best: Candidate, best_m: Measurement, factor: str, value: Any,
+                  table: list[Measurement], reasons: list[str], min_gain: float, remeasure: bool) -> \
+        Optional[tuple[Candidate, Measurement]]:
+    """Decide ``factor=value`` from paired windows (:func:`paired_gain`): returns the new ``(best, best_m)``, or
+    ``None`` if ``measure_pair`` cannot pair these candidates (the caller measures them apart)."""
+    pair = measure_pair(cand, best, factor)
+    if pair is None:
+        return None
+    table += list(pair)
+    if not pair[0].ok:
+        reasons.append(f"{factor}={value!r}: not chosen, it failed ({pair[0].error or pair[0].skipped}).")
+        return best, best_m
+    gain = paired_gain(*pair, min_gain)
+    first = gain
+    if gain.undecided and remeasure:
+        again = measure_pair(cand, best, f"{factor}, again")
+        if again is not None:
+            table += list(again)
+            pair = pool_pairs(pair, again)
+            gain = paired_gain(*pair, min_gain)
+    against = f"against {best.label()}"
+    if first is not gain:
+        text = f"{first.describe()} {against}, not shown beyond the noise; measured again: {gain.describe()} pooled"
+    else:
+        text = f"{gain.describe()} {against}"
+    if gain.kept:
+        reasons.append(f"{factor}={value!r}: kept, {text}.")
+        return cand, pair[0]
+    why = "no gain above " + f"{min_gain:.0%}" if not gain.gain > 1.0 + min_gain else "a gain not shown beyond the noise"
+    reasons.append(f"{factor}={value!r}: not kept, {text}: {why}.")
+    return best, (pair[1] if pair[1].ok else best_m)
+
+
 def search(
     current: Candidate,
     options: Mapping[str, Sequence[Any]],
@@ -234,6 +370,8 @@ def search(
     min_gain: float = MIN_GAIN,
     remeasure: bool = True,
     noisy_spread: float = NOISY_SPREAD,
+    measure_pair: Optional[Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]]] = None,
+    paired: Sequence[str] = ("channels_last",),
 ) -> tuple[Candidate, list[Measurement], list[str]]:
     """Choose settings one factor at a time (see the module docstring).
 
@@ -256,6 +394,14 @@ def search(
             (step 3 of the module docstring) is measured again the same way when it shows no gain but is not
             slower beyond the noise. ``False``: keep the simpler settings at once.
         noisy_spread: above this spread (:attr:`Measurement.spread`) a measurement is too noisy to decide on.
+        measure_pair: ``measure_pair(new, old, stage) -> (new_measurement, old_measurement)`` measures two
+            candidates in one run, window by window in alternation, so that their windows pair up
+            (:func:`paired_gain`); ``None`` when it cannot (then they are measured apart). Used for the factors
+            in ``paired`` (not for compiled candidates): a change is kept if its paired gain is above
+            ``min_gain`` with a 95% lower bound above 1; one that would count but is not shown beyond the noise
+            is measured in pairs once more (``remeasure``) and decided on both runs' pairs.
+        paired: the factors measured with ``measure_pair`` (default: ``channels_last``, which can be switched
+            inside one fit; ``num_workers`` needs another loader and ``precision`` another Trainer).
 
     Returns:
         ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
@@ -283,6 +429,18 @@ def search(
                 continue
             tried.add(value)
             cand = replace(best, **{factor: value})
+            if factor == "num_workers":
+                why = workers_bound(best_m, value, min_gain)
+                if why:
+                    table.append(Measurement(cand, factor, skipped=why))
+                    reasons.append(f"num_workers={value!r}: not measured, {why}.")
+                    continue
+            if measure_pair is not None and factor in paired and not cand.compile:
+                decided = _paired_round(measure_pair, cand, best, best_m, factor, value, table, reasons, min_gain,
+                                        remeasure)
+                if decided is not None:
+                    best, best_m = decided
+                    continue
             m = measure(cand, factor)
             table.append(m)
             if not m.ok:
@@ -429,7 +587,8 @@ class TuneResult:
     @property
     def speedup(self) -> float:
         """Images/s of the chosen settings over the current ones, from the same stage of measurement (the
-        confirmation when there was one, both its rounds pooled); 1.0 when the current settings were kept."""
+        confirmation when there was one, both its rounds pooled; else the paired windows' gain when the two were
+        measured in pairs, :func:`paired_gain`); 1.0 when the current settings were kept."""
         if self.chosen == self.current:
             return 1.0
         confirm: dict[Candidate, Measurement] = {}
@@ -438,15 +597,25 @@ class TuneResult:
                 confirm[m.candidate] = pool(confirm[m.candidate], m) if m.candidate in confirm else m
         if self.chosen in confirm and self.current in confirm:
             return _ratio(confirm[self.chosen], confirm[self.current])
+        paired: dict[Candidate, Measurement] = {}
+        for m in self.measurements:  # the chosen and the current settings measured in pairs, every run pooled
+            if "(paired" in m.stage and m.ok and m.candidate in (self.chosen, self.current):
+                paired[m.candidate] = pool(paired[m.candidate], m) if m.candidate in paired else m
+        if self.chosen in paired and self.current in paired and \
+                len(paired[self.chosen].window_images_per_s) == len(paired[self.current].window_images_per_s):
+            return paired_gain(paired[self.chosen], paired[self.current]).gain
         chosen, current = self.measured(self.chosen), self.measured(self.current)
         return _ratio(chosen, current) if chosen and current else math.nan
 
     # ---------------------------------------------------------------- output
     def rows(self) -> list[dict[str, Any]]:
         """The table as dicts: ``settings``, ``stage``, ``images_per_s``, ``ratio`` (to the current settings'
-        first measurement), ``spread``, ``peak_memory_mb``, ``compile_s``, ``status`` (``ok``, ``chosen``,
-        ``failed: ...``, ``skipped: ...``)."""
+        first measurement), ``spread``, ``peak_memory_mb``, ``compile_s``, ``paired_gain`` (for a row measured
+        in pairs, :func:`paired_gain` over the baseline row that follows it; else NaN), ``status`` (``ok``,
+        ``chosen``, ``failed: ...``, ``skipped: ...``)."""
         base = next((m for m in self.measurements if m.stage == "current" and m.ok), None)
+        partner = {id(m): b for m, b in zip(self.measurements, self.measurements[1:])
+                   if m.stage.endswith("(paired)") and b.stage.endswith("(paired baseline)")}
         out = []
         chosen_marked = False
         for m in reversed(self.measurements):  # mark the last measurement of the chosen settings
@@ -461,6 +630,7 @@ class TuneResult:
                 "settings": m.candidate.label(), "stage": m.stage,
                 "images_per_s": m.images_per_s, "ratio": _ratio(m, base) if base else math.nan,
                 "spread": m.spread, "peak_memory_mb": m.peak_memory_mb, "compile_s": m.compile_s,
+                "paired_gain": paired_gain(m, partner[id(m)]).gain if id(m) in partner else math.nan,
                 "status": status,
             })
         return list(reversed(out))
@@ -473,9 +643,11 @@ class TuneResult:
         lines = ["| settings | stage | images/s | vs current | spread | peak MiB | compile s | status |",
                  "|---|---|---:|---:|---:|---:|---:|---|"]
         for r in self.rows():
+            paired = f" (paired: {r['paired_gain']:.2f}x)" if math.isfinite(r["paired_gain"]) else ""
             lines.append(
                 f"| {r['settings']} | {r['stage']} | {num(r['images_per_s'], '{:.1f}')} | "
-                f"{num(r['ratio'], '{:.2f}x')} | {num(r['spread'], '{:.0%}')} | "
+                f"{num(r['ratio'], '{:.2f}x')}{paired} | "
+                f"{num(r['spread'], '{:.0%}')} | "
                 f"{num(r['peak_memory_mb'], '{:.0f}')} | {num(r['compile_s'], '{:.1f}')} | {r['status']} |"
             )
         return "\n".join(lines)
@@ -496,7 +668,7 @@ class TuneResult:
             "rows": [{k: clean(v) for k, v in r.items()} for r in self.rows()],
             "measurements": [
                 {**asdict(m), "window_images_per_s": list(m.window_images_per_s),
-                 **{k: clean(getattr(m, k)) for k in ("warmup_s", "compile_s", "peak_memory_mb")}}
+                 **{k: clean(getattr(m, k)) for k in ("warmup_s", "compile_s", "peak_memory_mb", "data_wait")}}
                 for m in self.measurements
             ],
             "reasons": self.reasons, "notes": self.notes, "planned_steps": self.planned_steps,

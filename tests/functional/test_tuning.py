@@ -26,9 +26,13 @@ from lightning_efficient.functional.tuning import (
     Candidate,
     Measurement,
     TuneResult,
+    PairedGain,
     beats,
     compile_submodules,
+    paired_gain,
+    pool_pairs,
     search,
+    workers_bound,
 )
 
 CURRENT = Candidate()  # 32-true, no channels_last, no compile, the loader's workers
@@ -78,6 +82,170 @@ def _separable(multipliers: dict[str, dict[Any, Optional[float]]], base: float =
         return rate
 
     return speed
+
+
+class PairBench:
+    """A scripted ``measure_pair``: ``ratios(stage)`` gives the new/old ratio of each pair of windows (old: 100
+    images/s in every window); ``None`` from ``ratios`` means the paired fit raised; ``pairable=False``: returns
+    ``None`` (the caller must measure apart). Every call is recorded in ``calls``."""
+
+    def __init__(self, ratios: Callable[[str], Optional[list[float]]], pairable: bool = True) -> None:
+        self.ratios, self.pairable = ratios, pairable
+        self.calls: list[tuple[Candidate, Candidate, str]] = []
+
+    def __call__(self, new: Candidate, old: Candidate, stage: str):
+        self.calls.append((new, old, stage))
+        if not self.pairable:
+            return None
+        ratios = self.ratios(stage)
+        if ratios is None:
+            return (Measurement(new, f"{stage} (paired)", error="NotImplementedError: view on channels_last"),
+                    Measurement(old, f"{stage} (paired baseline)", skipped="not measured"))
+        return (_m([100.0 * r for r in ratios], new, f"{stage} (paired)", data_wait=0.0),
+                _m([100.0] * len(ratios), old, f"{stage} (paired baseline)", data_wait=0.0))
+
+
+# ------------------------------------------------------------------------------------------------ paired windows
+finite_ratio = st.floats(0.5, 2.0)
+
+
+@given(st.lists(finite_ratio, min_size=2, max_size=10), st.floats(10.0, 1000.0))
+def test_paired_gain_is_the_geometric_mean_of_the_pair_ratios_and_its_bound_lies_below(ratios, level):
+    new = _m([level * r for r in ratios], Candidate(channels_last=True), "channels_last (paired)")
+    old = _m([level] * len(ratios), CURRENT, "channels_last (paired baseline)")
+    g = paired_gain(new, old)
+    assert g.ratios == pytest.approx(ratios)
+    assert g.gain == pytest.approx(math.exp(sum(math.log(r) for r in ratios) / len(ratios)))
+    assert g.lower <= g.gain * (1 + 1e-9)
+    assert not (g.kept and g.undecided)
+    # Swapping the sides inverts the gain; a level common to both windows of a pair cancels.
+    assert paired_gain(old, new).gain == pytest.approx(1 / g.gain)
+    drifting = _m([level * r * (1 + i) for i, r in enumerate(ratios)], new.candidate, new.stage)
+    drifting_old = _m([level * (1 + i) for i in range(len(ratios))], CURRENT, old.stage)
+    assert paired_gain(drifting, drifting_old).gain == pytest.approx(g.gain)
+    assert paired_gain(drifting, drifting_old).lower == pytest.approx(g.lower)
+
+
+@given(st.floats(1.03, 2.0), st.integers(2, 10))
+def test_a_steady_gain_above_min_gain_is_kept_and_no_gain_never_is(gain, n):
+    new = _m([100.0 * gain] * n, Candidate(channels_last=True), "p")
+    old = _m([100.0] * n, CURRENT, "p")
+    assert paired_gain(new, old).kept and paired_gain(new, old).lower == pytest.approx(gain)
+    assert not paired_gain(old, old).kept and not paired_gain(old, old).undecided
+
+
+def test_a_gain_that_varies_across_pairs_is_undecided_and_small_gains_do_not_count():
+    cl = Candidate(channels_last=True)
+    # Pairs of 0.9x to 1.4x: a mean gain above 2% but a lower bound below 1.
+    g = paired_gain(_m([140.0, 90.0, 130.0, 92.0], cl, "p"), _m([100.0] * 4, CURRENT, "p"))
+    assert g.gain > 1.02 and g.lower < 1.0 and g.undecided and not g.kept
+    # 1.5% in every pair: shown beyond the noise, but below the 2% that counts.
+    g = paired_gain(_m([101.5] * 4, cl, "p"), _m([100.0] * 4, CURRENT, "p"))
+    assert g.lower > 1.0 and not g.kept and not g.undecided
+    assert "1.01x in 4 pairs of adjacent windows" in g.describe()
+
+
+def test_paired_gain_of_unpaired_or_failed_measurements():
+    cl = Candidate(channels_last=True)
+    with pytest.raises(ValueError, match="3 windows of 32-true, channels_last but 2 of 32-true"):
+        paired_gain(_m([1.0, 2.0, 3.0], cl, "p"), _m([1.0, 2.0], CURRENT, "p"))
+    failed = paired_gain(Measurement(cl, "p", error="boom"), _m([1.0], CURRENT, "p"))
+    assert failed.ratios == () and not failed.kept and not failed.undecided
+    assert failed.describe() == "no pair of windows measured"
+    one = paired_gain(_m([120.0], cl, "p"), _m([100.0], CURRENT, "p"))
+    assert one.gain == pytest.approx(1.2) and math.isnan(one.lower) and one.undecided
+
+
+def test_pool_pairs_joins_the_windows_of_both_runs_in_order():
+    cl = Candidate(channels_last=True)
+    first = (_m([110.0, 120.0], cl, "p"), _m([100.0, 100.0], CURRENT, "p"))
+    second = (_m([130.0], cl, "p"), _m([100.0], CURRENT, "p"))
+    new, old = pool_pairs(first, second)
+    assert new.window_images_per_s == (110.0, 120.0, 130.0) and old.window_images_per_s == (100.0,) * 3
+    assert pool_pairs(first, (Measurement(cl, "p", error="x"), second[1])) == first
+
+
+# ------------------------------------------------------------------------------------------------ workers bound
+def test_workers_bound_skips_more_workers_only_when_the_data_wait_leaves_nothing_to_gain():
+    base = _m([100.0] * 3, Candidate(num_workers=0), data_wait=0.005)
+    why = workers_bound(base, 1)
+    assert why is not None and "0.5% of the time" in why and "1.005x" in why
+    assert workers_bound(base, 0) is None  # not more workers
+    assert workers_bound(_m([100.0], Candidate(num_workers=2), data_wait=0.0), 1) is None  # fewer: measured
+    assert workers_bound(_m([100.0], Candidate(num_workers=0), data_wait=0.05), 1) is None  # up to 1.05x possible
+    assert workers_bound(_m([100.0], Candidate(num_workers=0)), 1) is None  # data wait not measured
+    assert workers_bound(_m([100.0], Candidate(num_workers=None), data_wait=0.0), 1) is None
+
+
+def test_search_does_not_measure_more_workers_when_the_data_wait_bounds_their_gain():
+    bench = Bench(lambda c, s: 100.0)
+    start = Candidate(num_workers=0)
+
+    def measure(c: Candidate, stage: str) -> Measurement:
+        return replace(bench(c, stage), data_wait=0.001)
+
+    chosen, table, reasons = search(start, {"num_workers": [0, 1, 2]}, measure)
+    assert chosen == start and bench.stages == ["current"]
+    assert [(m.candidate.num_workers, m.skipped is not None) for m in table] == [(0, False), (1, True), (2, True)]
+    assert reasons[0].startswith("num_workers=1: not measured, with workers=0 the training step waited for data 0.1%")
+
+
+# ------------------------------------------------------------------------------------------------ paired search
+CL = Candidate(channels_last=True)
+
+
+def test_search_keeps_channels_last_on_a_paired_gain_without_measuring_it_apart():
+    bench, pairs = Bench(lambda c, s: 100.0, noise=0.2), PairBench(lambda s: [1.12, 1.15, 1.10, 1.14])
+    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, bench, measure_pair=pairs)
+    assert chosen == CL and bench.stages == ["current"]  # the windows' 20% spread apart does not matter
+    assert pairs.calls == [(CL, CURRENT, "channels_last")]
+    assert [m.stage for m in table] == ["current", "channels_last (paired)", "channels_last (paired baseline)"]
+    assert reasons[0].startswith("channels_last=True: kept, 1.13x in 4 pairs of adjacent windows (1.10-1.15x")
+    result = TuneResult(current=CURRENT, chosen=chosen, measurements=table, reasons=reasons)
+    assert result.speedup == pytest.approx(paired_gain(table[1], table[2]).gain)
+
+
+def test_an_undecided_paired_gain_is_measured_in_pairs_again_and_decided_on_all_pairs():
+    # First run: 1.30, 0.95, 1.25, 0.97 (undecided); second run: steady 1.15 -> pooled: kept.
+    runs = {"channels_last": [1.30, 0.95, 1.25, 0.97], "channels_last, again": [1.15, 1.16, 1.14, 1.15]}
+    pairs = PairBench(lambda s: runs[s])
+    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
+                                    measure_pair=pairs)
+    assert [s for _, _, s in pairs.calls] == ["channels_last", "channels_last, again"]
+    assert chosen == CL and [m.stage for m in table[1:]] == [
+        "channels_last (paired)", "channels_last (paired baseline)", "channels_last, again (paired)",
+        "channels_last, again (paired baseline)"]
+    assert "not shown beyond the noise; measured again: " in reasons[0] and "in 8 pairs" in reasons[0]
+    # The same without a second run: the simpler settings stay.
+    chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
+                                measure_pair=PairBench(lambda s: runs[s]), remeasure=False)
+    assert chosen == CURRENT and reasons[0].endswith("a gain not shown beyond the noise.")
+
+
+def test_a_paired_fit_without_gain_or_that_fails_keeps_the_current_settings():
+    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
+                                    measure_pair=PairBench(lambda s: [1.0, 0.99, 1.01, 1.0]))
+    assert chosen == CURRENT and reasons[0].endswith(": no gain above 2%.")
+    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
+                                    measure_pair=PairBench(lambda s: None))
+    assert chosen == CURRENT and table[1].error and table[2].skipped
+    assert reasons[0] == "channels_last=True: not chosen, it failed (NotImplementedError: view on channels_last)."
+
+
+def test_candidates_that_cannot_be_paired_are_measured_apart():
+    bench = Bench(_separable({"channels_last": {True: 1.3}}))
+    pairs = PairBench(lambda s: [2.0] * 4, pairable=False)
+    chosen, _, _ = search(CURRENT, {"channels_last": [False, True]}, bench, measure_pair=pairs)
+    assert chosen == CL and len(pairs.calls) == 1 and bench.stages == ["current", "channels_last"]
+    # Compiled candidates are never paired (a layout switch would recompile); nor factors outside `paired`.
+    start = Candidate(compile=True)
+    bench = Bench(lambda c, s: 100.0)
+    pairs = PairBench(lambda s: [2.0] * 4)
+    search(start, {"channels_last": [False, True], "num_workers": [None]}, bench, measure_pair=pairs)
+    assert pairs.calls == [] and bench.stages == ["current", "channels_last"]
+    bench, pairs = Bench(lambda c, s: 100.0), PairBench(lambda s: [2.0] * 4)
+    search(CURRENT, {"channels_last": [False, True]}, bench, measure_pair=pairs, paired=())
+    assert pairs.calls == [] and bench.stages == ["current", "channels_last"]
 
 
 # ------------------------------------------------------------------------------------------------ Measurement
