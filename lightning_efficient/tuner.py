@@ -28,6 +28,7 @@ from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.data.loader import available_cpus, can_rebuild, with_num_workers
 from lightning_efficient.functional.efficiency import process_rss_bytes
+from lightning_efficient.functional.layout import to_channels_last, to_nchw
 from lightning_efficient.functional.tuning import (
     NOISY_SPREAD,
     Candidate,
@@ -177,20 +178,22 @@ class _PairedProbe(Callback):
         self._pipeline = None
 
     def _switch(self, pl_module: Any, optimizers: Any, cl: bool) -> None:
-        fmt = torch.channels_last if cl else torch.contiguous_format
+        # to_channels_last / to_nchw, not .contiguous(memory_format=...): a depthwise weight [C, 1, k, k] counts as
+        # contiguous in both layouts, and only its strides tell PyTorch's operators which one to propagate.
+        convert = to_channels_last if cl else to_nchw
         tensors = dict(pl_module.named_parameters())
         tensors.update(dict(pl_module.named_buffers()))
         for name in self.names:
             t = tensors.get(name)
             if t is None:
                 continue
-            t.data = t.data.contiguous(memory_format=fmt)
+            t.data = convert(t.data)
             if isinstance(t, torch.nn.Parameter) and t.grad is not None:
-                t.grad = t.grad.contiguous(memory_format=fmt)
+                t.grad = convert(t.grad)
             for opt in optimizers or ():
                 for key, value in opt.state.get(t, {}).items():
                     if torch.is_tensor(value) and value.shape == t.shape:
-                        opt.state[t][key] = value.contiguous(memory_format=fmt)
+                        opt.state[t][key] = convert(value)
         self.cl = cl
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:

@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 from trainer_helpers import TRAINER_KW
 
 import lightning_efficient as le
+from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.tuning import Candidate
 from lightning_efficient.precision import cpu_has_native_bf16
 from lightning_efficient.tuner import Trials, _PairedProbe
@@ -545,16 +546,21 @@ def test_uint8_batches_without_the_converting_callback_say_where_it_goes():
 
 
 class LayoutSpy(Net):
-    """Records, at every training step, whether the batch, the conv weight and its momentum buffer are
-    channels_last (class-level, as tune() trains deep copies)."""
+    """Records, at every training step, whether the batch, the conv weight, its momentum buffer and a depthwise
+    conv weight (``[C, 1, k, k]``: only its strides tell the layouts apart) are channels_last (class-level, as
+    tune() trains deep copies)."""
 
-    seen: list[tuple[bool, bool, bool | None]] = []
+    seen: list[tuple[bool, bool, bool | None, bool]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net.insert(0, nn.Conv2d(3, 3, 3, padding=1, groups=3))
 
     def training_step(self, batch, batch_idx):
-        weight = self.net[0].weight
+        weight = self.net[1].weight
         buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
-        LayoutSpy.seen.append((_is_channels_last(batch[0]), _is_channels_last(weight),
-                               None if buf is None else _is_channels_last(buf)))
+        LayoutSpy.seen.append((is_channels_last(batch[0]), is_channels_last(weight),
+                               None if buf is None else is_channels_last(buf), is_channels_last(self.net[0].weight)))
         return super().training_step(batch, batch_idx)
 
 
@@ -573,16 +579,17 @@ def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(n
     assert [cl for cl, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
                                             not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
                                             new_cl, not new_cl, not new_cl, not new_cl]
-    assert [batch for batch, _, _ in LayoutSpy.seen] == [cl for cl, _ in probe.plan]
-    assert all(weight == batch for batch, weight, _ in LayoutSpy.seen)
-    assert all(buf in (None, batch) for batch, _, buf in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
+    assert [batch for batch, _, _, _ in LayoutSpy.seen] == [cl for cl, _ in probe.plan]
+    assert all(weight == batch == depthwise for batch, weight, _, depthwise in LayoutSpy.seen)
+    assert all(buf in (None, batch) for batch, _, buf, _ in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
     assert (new_m.stage, old_m.stage) == ("channels_last (paired)", "channels_last (paired baseline)")
     assert (new_m.candidate, old_m.candidate) == (new, old) and new_m.ok and old_m.ok
     assert len(new_m.window_images_per_s) == len(old_m.window_images_per_s) == 3
     assert 0.0 <= new_m.data_wait <= 1.0 and 0.0 <= old_m.data_wait <= 1.0
     # The user's model is untouched: values and NCHW layout.
     after = model.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before) and not _is_channels_last(model.net[0].weight)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not is_channels_last(model.net[0].weight) and not is_channels_last(model.net[1].weight)
 
 
 def test_candidates_that_differ_in_more_than_the_layout_are_not_paired():

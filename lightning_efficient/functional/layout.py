@@ -63,6 +63,7 @@ __all__ = [
     "layout_error_note",
     "parse_exclude",
     "to_channels_last",
+    "to_nchw",
 ]
 
 FiveDPolicy = Literal["skip", "channels_last_3d"]
@@ -155,6 +156,29 @@ def to_channels_last(tensor: Tensor) -> Tensor:
     if tensor.dim() != 4 or not tensor.is_floating_point() or is_channels_last(tensor):
         return tensor
     return tensor.to(memory_format=torch.channels_last)
+
+
+def to_nchw(tensor: Tensor) -> Tensor:
+    """The inverse of :func:`to_channels_last`: a floating-point 4-D ``tensor`` with the strides of a contiguous
+    NCHW tensor of its shape, else ``tensor`` itself.
+
+    ``tensor.contiguous()`` is not enough for the ambiguous shapes (``C == 1`` or ``H == W == 1``, e.g. depthwise
+    conv weights ``[C, 1, k, k]``): a channels_last tensor of such a shape counts as contiguous, so it is returned
+    with its channels_last strides, from which PyTorch's operators keep propagating channels_last. Here such a
+    tensor is copied (``clone(memory_format=torch.contiguous_format)``, differentiable); one that already has the
+    contiguous strides is returned as is (no copy).
+
+    Raises:
+        TypeError: ``tensor`` is not a ``torch.Tensor``.
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"to_nchw expects a torch.Tensor, got {type(tensor).__name__}.")
+    if tensor.dim() != 4 or not tensor.is_floating_point():
+        return tensor
+    n, c, h, w = tensor.shape
+    if tensor.numel() == 0 or tuple(tensor.stride()) == (c * h * w, h * w, w, 1):
+        return tensor
+    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 # --------------------------------------------------------------------------------------------------- batches

@@ -24,6 +24,7 @@ from lightning_efficient.functional.layout import (
     layout_error_note,
     parse_exclude,
     to_channels_last,
+    to_nchw,
 )
 
 CL = torch.channels_last
@@ -142,6 +143,33 @@ def test_to_channels_last_keeps_values_and_agrees_with_pytorch(x):
     if x.shape[1:] != (1, 1, 1):
         assert is_channels_last(x) == (x.to(memory_format=CL) is x)
     assert (y is x) == is_channels_last(x)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_tensors())
+def test_to_nchw_undoes_to_channels_last_and_gives_the_contiguous_strides(x):
+    y = to_nchw(to_channels_last(x))
+    assert torch.equal(y, x) and y.dtype == x.dtype and y.shape == x.shape
+    n, c, h, w = x.shape
+    assert y.stride() == (c * h * w, h * w, w, 1) or x.numel() == 0
+    assert to_nchw(y) is y  # already NCHW: no copy
+    if x.shape[1:] != (1, 1, 1) and x.numel():
+        assert not is_channels_last(y)
+
+
+def test_to_nchw_restrides_an_ambiguous_depthwise_weight_that_contiguous_leaves_alone():
+    w = torch.randn(8, 1, 3, 3).to(memory_format=CL)  # [C, 1, k, k]: dense in both orders
+    assert is_channels_last(w) and w.contiguous() is w  # .contiguous() keeps the channels_last strides
+    y = to_nchw(w)
+    assert not is_channels_last(y) and y.stride() == (9, 9, 3, 1) and torch.equal(y, w)
+    x = torch.randn(2, 8, 5, 5)
+    out = nn.functional.conv2d(x, y, groups=8)  # propagates NCHW, not channels_last
+    assert not is_channels_last(out)
+    for bad in ("x", None):
+        with pytest.raises(TypeError, match="to_nchw expects a torch.Tensor"):
+            to_nchw(bad)  # type: ignore[arg-type]
+    ints = torch.zeros(2, 3, 4, 4, dtype=torch.uint8).to(memory_format=CL)
+    assert to_nchw(ints) is ints and to_nchw(torch.zeros(3, 4)).dim() == 2
 
 
 # ------------------------------------------------------------------------------------------- model conversion
