@@ -184,6 +184,7 @@ def main() -> None:
                 ))
             data["models"][key] = {
                 "tune_cost_s": cost, "tuned": result.chosen.label(), "tune_table": result.rows(),
+                "tune_measurements": result.to_dict()["measurements"],
                 "tune_reasons": result.reasons,
                 "exhaustive": [{"settings": c.label(), "images_per_s": rate(c), "windows": v["windows"],
                                 "spread": (max(v["windows"]) - min(v["windows"])) / rate(c) if v["windows"] else None,

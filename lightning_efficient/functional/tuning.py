@@ -9,7 +9,8 @@ user's model and data) and decides, one factor at a time, which settings to keep
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
    measurements' own noise. ``channels_last`` is measured in pairs where the caller can (``measure_pair``: both
    layouts in one fit, window by window in alternation), and kept if the pairs' gain is above 2% with a 95%
-   lower bound above 1 (:func:`paired_gain`): separate short fits of the same settings differ by 10-15% on a
+   lower bound above 1 (:func:`paired_gain`; measured in pairs once more when neither that nor an upper bound
+   at most 1.02 holds): separate short fits of the same settings differ by 10-15% on a
    busy CPU, which hides a 10-20% gain, while adjacent windows see the same machine. More ``num_workers`` than
    the best so far are not measured when its data wait (:attr:`Measurement.data_wait`) bounds their gain below
    2% (:func:`workers_bound`). For the other factors an undecided value (a gain above 2% but within the noise, or a measurement whose
@@ -245,12 +246,14 @@ class PairedGain:
         ratios: ``new / old`` images/s of each pair of adjacent windows.
         gain: their geometric mean (the estimated speed-up, e.g. 1.12 for 12% more images/s).
         lower: one-sided 95% lower confidence bound of ``gain`` (Student's t on the log ratios); NaN for one pair.
+        upper: one-sided 95% upper confidence bound of ``gain``; NaN for one pair.
         min_gain: the smallest relative gain that counts.
     """
 
     ratios: tuple[float, ...]
     gain: float
     lower: float
+    upper: float = math.nan
     min_gain: float = MIN_GAIN
 
     @property
@@ -260,14 +263,19 @@ class PairedGain:
 
     @property
     def undecided(self) -> bool:
-        """A gain that would count, not shown beyond the noise: worth more pairs."""
-        return self.gain > 1.0 + self.min_gain and not self.lower > 1.0
+        """Neither kept nor shown to be without a gain that counts: the gain or its upper bound lies above
+        ``1 + min_gain`` (one pair: the gain does). Worth more pairs."""
+        if not self.ratios or self.kept:
+            return False
+        if not math.isfinite(self.upper):
+            return self.gain > 1.0 + self.min_gain
+        return self.upper > 1.0 + self.min_gain
 
     def describe(self) -> str:
         if not self.ratios:
             return "no pair of windows measured"
         span = f"{min(self.ratios):.2f}-{max(self.ratios):.2f}x" if len(self.ratios) > 1 else ""
-        bound = f", 95% lower bound {self.lower:.3f}x" if math.isfinite(self.lower) else ""
+        bound = f", 95% bounds {self.lower:.3f}-{self.upper:.3f}x" if math.isfinite(self.lower) else ""
         return f"{self.gain:.2f}x in {len(self.ratios)} pairs of adjacent windows ({span}{bound})"
 
 
@@ -276,30 +284,32 @@ def paired_gain(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) 
     next to ``old``'s window ``i`` (alternating, A B B A ...), so a change of the machine's speed over seconds or
     minutes, or from one fit to the next, affects both sides of a pair alike and cancels in their ratio.
 
-    ``gain`` is the geometric mean of the pair ratios; ``lower`` its one-sided 95% lower bound,
-    ``exp(mean - t * sd / sqrt(n))`` on the log ratios (Student's t with ``n - 1`` degrees of freedom). The change
-    is kept (:attr:`PairedGain.kept`) when the gain exceeds ``1 + min_gain`` and the lower bound exceeds 1.
+    ``gain`` is the geometric mean of the pair ratios; ``lower`` and ``upper`` its one-sided 95% bounds,
+    ``exp(mean -/+ t * sd / sqrt(n))`` on the log ratios (Student's t with ``n - 1`` degrees of freedom). The
+    change is kept (:attr:`PairedGain.kept`) when the gain exceeds ``1 + min_gain`` and the lower bound exceeds
+    1; it is shown to gain too little when the upper bound is at most ``1 + min_gain``; in between it is
+    undecided (:attr:`PairedGain.undecided`).
 
     Raises:
         ValueError: the two measurements have different numbers of windows (they were not measured in pairs).
     """
     if not (new.ok and old.ok):
-        return PairedGain((), math.nan, math.nan, min_gain)
+        return PairedGain((), math.nan, math.nan, math.nan, min_gain)
     if len(new.window_images_per_s) != len(old.window_images_per_s):
         raise ValueError(f"paired_gain(): {len(new.window_images_per_s)} windows of {new.candidate.label()} but "
                          f"{len(old.window_images_per_s)} of {old.candidate.label()}; paired measurements have "
                          "one window of each per pair.")
     ratios = tuple(a / b for a, b in zip(new.window_images_per_s, old.window_images_per_s) if a > 0 and b > 0)
     if not ratios:
-        return PairedGain((), math.nan, math.nan, min_gain)
+        return PairedGain((), math.nan, math.nan, math.nan, min_gain)
     logs = [math.log(r) for r in ratios]
     mean = statistics.fmean(logs)
     n = len(logs)
     if n < 2:
-        return PairedGain(ratios, math.exp(mean), math.nan, min_gain)
+        return PairedGain(ratios, math.exp(mean), math.nan, math.nan, min_gain)
     t = _T95[n - 2] if n - 2 < len(_T95) else 1.645
-    lower = math.exp(mean - t * statistics.stdev(logs) / math.sqrt(n))
-    return PairedGain(ratios, math.exp(mean), lower, min_gain)
+    half = t * statistics.stdev(logs) / math.sqrt(n)
+    return PairedGain(ratios, math.exp(mean), math.exp(mean - half), math.exp(mean + half), min_gain)
 
 
 def pool_pairs(first: tuple[Measurement, Measurement], second: tuple[Measurement, Measurement]) -> \
@@ -349,13 +359,13 @@ def _paired_round(measure_pair: Callable[[Candidate, Candidate, str], Optional[t
             gain = paired_gain(*pair, min_gain)
     against = f"against {best.label()}"
     if first is not gain:
-        text = f"{first.describe()} {against}, not shown beyond the noise; measured again: {gain.describe()} pooled"
+        text = f"{first.describe()} {against}, undecided; measured again: {gain.describe()} pooled"
     else:
         text = f"{gain.describe()} {against}"
     if gain.kept:
         reasons.append(f"{factor}={value!r}: kept, {text}.")
         return cand, pair[0]
-    why = "no gain above " + f"{min_gain:.0%}" if not gain.gain > 1.0 + min_gain else "a gain not shown beyond the noise"
+    why = f"no gain above {min_gain:.0%}" if not gain.gain > 1.0 + min_gain else "a gain not shown beyond the noise"
     reasons.append(f"{factor}={value!r}: not kept, {text}: {why}.")
     return best, (pair[1] if pair[1].ok else best_m)
 
@@ -398,8 +408,8 @@ def search(
             candidates in one run, window by window in alternation, so that their windows pair up
             (:func:`paired_gain`); ``None`` when it cannot (then they are measured apart). Used for the factors
             in ``paired`` (not for compiled candidates): a change is kept if its paired gain is above
-            ``min_gain`` with a 95% lower bound above 1; one that would count but is not shown beyond the noise
-            is measured in pairs once more (``remeasure``) and decided on both runs' pairs.
+            ``min_gain`` with a 95% lower bound above 1; an undecided one (neither that, nor an upper bound at
+            most ``1 + min_gain``) is measured in pairs once more (``remeasure``) and decided on both runs' pairs.
         paired: the factors measured with ``measure_pair`` (default: ``channels_last``, which can be switched
             inside one fit; ``num_workers`` needs another loader and ``precision`` another Trainer).
 

@@ -116,10 +116,11 @@ def test_paired_gain_is_the_geometric_mean_of_the_pair_ratios_and_its_bound_lies
     g = paired_gain(new, old)
     assert g.ratios == pytest.approx(ratios)
     assert g.gain == pytest.approx(math.exp(sum(math.log(r) for r in ratios) / len(ratios)))
-    assert g.lower <= g.gain * (1 + 1e-9)
+    assert g.lower <= g.gain * (1 + 1e-9) and g.gain <= g.upper * (1 + 1e-9)
     assert not (g.kept and g.undecided)
     # Swapping the sides inverts the gain; a level common to both windows of a pair cancels.
     assert paired_gain(old, new).gain == pytest.approx(1 / g.gain)
+    assert paired_gain(old, new).upper == pytest.approx(1 / g.lower)
     drifting = _m([level * r * (1 + i) for i, r in enumerate(ratios)], new.candidate, new.stage)
     drifting_old = _m([level * (1 + i) for i in range(len(ratios))], CURRENT, old.stage)
     assert paired_gain(drifting, drifting_old).gain == pytest.approx(g.gain)
@@ -131,6 +132,7 @@ def test_a_steady_gain_above_min_gain_is_kept_and_no_gain_never_is(gain, n):
     new = _m([100.0 * gain] * n, Candidate(channels_last=True), "p")
     old = _m([100.0] * n, CURRENT, "p")
     assert paired_gain(new, old).kept and paired_gain(new, old).lower == pytest.approx(gain)
+    assert paired_gain(new, old).upper == pytest.approx(gain)
     assert not paired_gain(old, old).kept and not paired_gain(old, old).undecided
 
 
@@ -215,11 +217,22 @@ def test_an_undecided_paired_gain_is_measured_in_pairs_again_and_decided_on_all_
     assert chosen == CL and [m.stage for m in table[1:]] == [
         "channels_last (paired)", "channels_last (paired baseline)", "channels_last, again (paired)",
         "channels_last, again (paired baseline)"]
-    assert "not shown beyond the noise; measured again: " in reasons[0] and "in 8 pairs" in reasons[0]
+    assert "against 32-true, undecided; measured again: " in reasons[0] and "in 8 pairs" in reasons[0]
     # The same without a second run: the simpler settings stay.
     chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
                                 measure_pair=PairBench(lambda s: runs[s]), remeasure=False)
     assert chosen == CURRENT and reasons[0].endswith("a gain not shown beyond the noise.")
+
+
+def test_no_gain_measured_too_noisily_to_rule_one_out_is_measured_again():
+    # 1.00x, but pairs from 0.90x to 1.10x: the upper bound allows a gain that counts -> a second run.
+    runs = {"channels_last": [0.90, 1.10, 0.95, 1.05], "channels_last, again": [1.0, 1.01, 0.99, 1.0]}
+    pairs = PairBench(lambda s: runs[s])
+    chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
+                                measure_pair=pairs)
+    g = paired_gain(_m([100.0 * r for r in runs["channels_last"]], CL, "p"), _m([100.0] * 4, CURRENT, "p"))
+    assert g.gain < 1.02 < g.upper and g.undecided
+    assert len(pairs.calls) == 2 and chosen == CURRENT and reasons[0].endswith(": no gain above 2%.")
 
 
 def test_a_paired_fit_without_gain_or_that_fails_keeps_the_current_settings():
