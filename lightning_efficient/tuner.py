@@ -359,6 +359,26 @@ def _worker_options(loader: Any, asked: Union[None, bool, Sequence[int]]) -> tup
     return sorted({0, cpus // 4, cpus // 2, max(cpus - 1, 0)}), None
 
 
+def _check_choices(channels_last: Any, compile: Any, num_workers: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` naming the fix for a ``channels_last``, ``compile`` or ``num_workers``
+    argument of :func:`tune` of the wrong kind."""
+    if not isinstance(channels_last, bool):
+        raise TypeError(f"tune(channels_last={channels_last!r}): expected True (measure ChannelsLast on and off) "
+                        "or False (keep it as given).")
+    if compile is not None and not isinstance(compile, bool):
+        raise TypeError(f"tune(compile={compile!r}): expected True, False or None (None: measure torch.compile "
+                        "on CUDA only).")
+    if num_workers is None or isinstance(num_workers, bool):
+        return
+    if isinstance(num_workers, int) or not isinstance(num_workers, (list, tuple, range, set, frozenset)):
+        raise TypeError(f"tune(num_workers={num_workers!r}): expected a list of worker counts to measure, e.g. "
+                        f"num_workers=[{num_workers!r}], or False to keep the loader's, or None for the defaults.")
+    bad = [n for n in num_workers if not isinstance(n, int) or isinstance(n, bool) or n < 0]
+    if bad:
+        raise ValueError(f"tune(num_workers={list(num_workers)!r}): worker counts must be integers >= 0; got "
+                         f"{', '.join(repr(n) for n in bad)}.")
+
+
 def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any:
     """The training loader as Lightning would get it, or ``None`` (a ``CombinedLoader``, a dict...)."""
     if train_dataloaders is not None:
@@ -536,6 +556,7 @@ def tune(
     started = time.perf_counter()
     if "precision" in trainer_kwargs and trainer_kwargs["precision"] is not None:
         check_precision(trainer_kwargs["precision"], "tune()")
+    _check_choices(channels_last, compile, num_workers)
     trials = Trials(model, train_dataloaders, datamodule, warmup_steps=warmup_steps, window_steps=window_steps,
                     repeats=repeats, **trainer_kwargs)
     precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
@@ -771,8 +792,10 @@ def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str
         return None
     seen = (f"windows of your own settings varied by {spread:.0%}" if spread >= drift else
             f"the same settings measured {drift + 1:.2f}x apart in two fits")
+    paired = any("(paired" in m.stage for m in table)
     return (f"the machine is noisy: {seen} (something else may be running); differences below that are not told "
-            f"apart. Rerun tune() on a quiet machine, or raise window_steps/repeats.")
+            f"apart" + (" between separate fits (channels_last, measured in pairs within one fit, is less affected)"
+                        if paired else "") + ". Rerun tune() on a quiet machine, or raise window_steps/repeats.")
 
 
 def batch_size_guess(loader: Any) -> int:

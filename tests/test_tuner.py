@@ -599,6 +599,18 @@ def test_candidates_that_differ_in_more_than_the_layout_are_not_paired():
     assert trials.pair(Candidate(channels_last=True, compile=True), Candidate(compile=True), "channels_last") is None
 
 
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(num_workers=4), TypeError, r"tune\(num_workers=4\): expected a list of worker counts .*num_workers=\[4\]"),
+    (dict(num_workers=[0, "2"]), ValueError, r"worker counts must be integers >= 0; got '2'"),
+    (dict(num_workers=[-1]), ValueError, r"got -1"),
+    (dict(compile="yes"), TypeError, r"tune\(compile='yes'\): expected True, False or None"),
+    (dict(channels_last=None), TypeError, r"tune\(channels_last=None\): expected True"),
+])
+def test_wrong_kinds_of_choices_name_the_fix(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **{**FP32, **kwargs})
+
+
 def test_a_measurement_records_the_share_of_time_spent_waiting_for_data():
     result = le.tune(Net(), DataLoader(_images(), batch_size=BATCH), num_workers=False, channels_last=False, **FP32)
     (current,) = result.measurements

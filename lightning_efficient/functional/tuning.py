@@ -274,8 +274,11 @@ class PairedGain:
     def describe(self) -> str:
         if not self.ratios:
             return "no pair of windows measured"
-        span = f"{min(self.ratios):.2f}-{max(self.ratios):.2f}x" if len(self.ratios) > 1 else ""
-        bound = f", 95% bounds {self.lower:.3f}-{self.upper:.3f}x" if math.isfinite(self.lower) else ""
+        if len(self.ratios) < 2:
+            return f"{self.gain:.2f}x in 1 pair of adjacent windows"
+        span = f"pairs {min(self.ratios):.2f}-{max(self.ratios):.2f}x"
+        bound = (f"; one-sided 95% bounds: lower {self.lower:.3f}x, upper {self.upper:.3f}x"
+                 if math.isfinite(self.lower) else "")
         return f"{self.gain:.2f}x in {len(self.ratios)} pairs of adjacent windows ({span}{bound})"
 
 
@@ -359,7 +362,8 @@ def _paired_round(measure_pair: Callable[[Candidate, Candidate, str], Optional[t
             gain = paired_gain(*pair, min_gain)
     against = f"against {best.label()}"
     if first is not gain:
-        text = f"{first.describe()} {against}, undecided; measured again: {gain.describe()} pooled"
+        text = (f"{first.describe()} {against}, undecided, so measured in pairs again: {gain.describe()} over both "
+                "runs")
     else:
         text = f"{gain.describe()} {against}"
     if gain.kept:
@@ -617,6 +621,11 @@ class TuneResult:
         chosen, current = self.measured(self.chosen), self.measured(self.current)
         return _ratio(chosen, current) if chosen and current else math.nan
 
+    def _paired_only(self) -> bool:
+        """Whether :attr:`speedup` comes from paired windows (no confirmation of a combination)."""
+        return not any(m.stage.startswith("confirm") for m in self.measurements) and any(
+            "(paired" in m.stage and m.candidate == self.chosen for m in self.measurements)
+
     # ---------------------------------------------------------------- output
     def rows(self) -> list[dict[str, Any]]:
         """The table as dicts: ``settings``, ``stage``, ``images_per_s``, ``ratio`` (to the current settings'
@@ -663,8 +672,9 @@ class TuneResult:
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        how = ", measured in pairs" if self.chosen != self.current and self._paired_only() else ""
         head = (f"tune(): chose {self.chosen.label()} ({self.speedup:.2f}x the images/s of the current "
-                f"{self.current.label()}); tuning took {self.tuning_s:.0f} s")
+                f"{self.current.label()}{how}); tuning took {self.tuning_s:.0f} s")
         return "\n".join([head, "", self.table(), ""] + [f"- {r}" for r in self.reasons + self.notes])
 
     def to_dict(self) -> dict[str, Any]:

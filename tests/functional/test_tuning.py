@@ -202,7 +202,8 @@ def test_search_keeps_channels_last_on_a_paired_gain_without_measuring_it_apart(
     assert chosen == CL and bench.stages == ["current"]  # the windows' 20% spread apart does not matter
     assert pairs.calls == [(CL, CURRENT, "channels_last")]
     assert [m.stage for m in table] == ["current", "channels_last (paired)", "channels_last (paired baseline)"]
-    assert reasons[0].startswith("channels_last=True: kept, 1.13x in 4 pairs of adjacent windows (1.10-1.15x")
+    assert reasons[0].startswith("channels_last=True: kept, 1.13x in 4 pairs of adjacent windows (pairs 1.10-1.15x; "
+                                 "one-sided 95% bounds: lower 1.")
     result = TuneResult(current=CURRENT, chosen=chosen, measurements=table, reasons=reasons)
     assert result.speedup == pytest.approx(paired_gain(table[1], table[2]).gain)
 
@@ -217,7 +218,11 @@ def test_an_undecided_paired_gain_is_measured_in_pairs_again_and_decided_on_all_
     assert chosen == CL and [m.stage for m in table[1:]] == [
         "channels_last (paired)", "channels_last (paired baseline)", "channels_last, again (paired)",
         "channels_last, again (paired baseline)"]
-    assert "against 32-true, undecided; measured again: " in reasons[0] and "in 8 pairs" in reasons[0]
+    assert "against 32-true, undecided, so measured in pairs again: " in reasons[0]
+    assert reasons[0].endswith("over both runs.") and "in 8 pairs" in reasons[0]
+    result = TuneResult(current=CURRENT, chosen=chosen, measurements=table, reasons=reasons)
+    assert str(result).startswith("tune(): chose 32-true, channels_last (1.1")
+    assert "the current 32-true, measured in pairs)" in str(result).splitlines()[0]
     # The same without a second run: the simpler settings stay.
     chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
                                 measure_pair=PairBench(lambda s: runs[s]), remeasure=False)
