@@ -50,17 +50,18 @@ _CONTROLLED = ("max_epochs", "min_epochs", "max_steps", "min_steps", "max_time",
                "callbacks", "fast_dev_run", "profiler", "barebones")
 
 
-class _Probe(Callback):
-    """Times training steps: ``warmup`` steps, then ``repeats`` windows of ``window`` steps each.
+class _Clock(Callback):
+    """What both probes record: the time after each training step (``marks``, index 0: train start), at the start
+    of each step (``starts``: its batch fetched, moved and transformed), the samples per step and the peak memory.
 
-    The clock is the host's, with ``torch.cuda.synchronize()`` at window boundaries only (on CUDA), so a window
-    covers everything the steps cost: data wait, transfers, device transforms, forward, backward, optimizer.
+    The clock is the host's, with ``torch.cuda.synchronize()`` at window boundaries only (on CUDA, ``_now``), so
+    a window covers everything the steps cost: data wait, transfers, device transforms, forward, backward,
+    optimizer.
     """
 
-    def __init__(self, warmup: int, window: int, repeats: int) -> None:
-        self.warmup, self.window, self.repeats = warmup, window, repeats
-        self.marks: list[float] = []  # time after step k (index 0: train start)
-        self.starts: list[float] = []  # time at the start of step k+1 (its batch fetched, moved and transformed)
+    def __init__(self) -> None:
+        self.marks: list[float] = []
+        self.starts: list[float] = []
         self.samples: list[int] = []
         self.peak_rss = 0
         self.cuda = False
@@ -71,6 +72,9 @@ class _Probe(Callback):
             torch.cuda.synchronize()
         return time.perf_counter()
 
+    def _peak_mb(self, pl_module: Any) -> float:
+        return (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self.cuda = pl_module.device.type == "cuda"
         if self.cuda:
@@ -79,6 +83,14 @@ class _Probe(Callback):
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         self.starts.append(time.perf_counter())
+
+
+class _Probe(_Clock):
+    """Times training steps: ``warmup`` steps, then ``repeats`` windows of ``window`` steps each."""
+
+    def __init__(self, warmup: int, window: int, repeats: int) -> None:
+        super().__init__()
+        self.warmup, self.window, self.repeats = warmup, window, repeats
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = len(self.samples) + 1
@@ -97,7 +109,7 @@ class _Probe(Callback):
                 break
             seconds = self.marks[b] - self.marks[a]
             rates.append(sum(self.samples[a:b]) / seconds if seconds > 0 else math.nan)
-        peak = (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+        peak = self._peak_mb(pl_module)
         end = w + len(rates) * k
         result = {
             "rates": rates,
@@ -121,7 +133,7 @@ def _wait_share(marks: Sequence[float], starts: Sequence[float], steps: Any) -> 
     return waited / total if total > 0 else math.nan
 
 
-class _PairedProbe(Callback):
+class _PairedProbe(_Clock):
     """Measures two layouts (NCHW and channels_last) in one fit, window by window in alternation.
 
     Plan: ``warmup`` steps in the ``old`` layout, ``warmup`` in the ``new`` one, then ``2 * pairs`` windows of
@@ -135,6 +147,7 @@ class _PairedProbe(Callback):
     _STAGE = "tune-paired-layout"
 
     def __init__(self, warmup: int, window: int, pairs: int, new_cl: bool) -> None:
+        super().__init__()
         self.window, self.pairs, self.new_cl = window, pairs, new_cl
         plan: list[tuple[bool, Optional[int]]] = [(not new_cl, None)] * warmup + [(new_cl, None)] * warmup
         for i in range(2 * pairs):
@@ -147,19 +160,8 @@ class _PairedProbe(Callback):
         self.steps_needed = len(plan)
         self.cl = not new_cl
         self.names: set[str] = set()
-        self.marks: list[float] = []
-        self.starts: list[float] = []
-        self.samples: list[int] = []
-        self.peak_rss = 0
-        self.cuda = False
         self._pipeline: Any = None
         self._convert: Any = None
-        self.result: Optional[dict[str, Any]] = None
-
-    def _now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         from lightning_efficient.functional.layout import BatchToChannelsLast, convert_module_to_channels_last
@@ -196,15 +198,6 @@ class _PairedProbe(Callback):
                         opt.state[t][key] = convert(value)
         self.cl = cl
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self.cuda = pl_module.device.type == "cuda"
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats(pl_module.device)
-        self.marks = [self._now()]
-
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self.starts.append(time.perf_counter())
-
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         k = len(self.samples)  # this step's index in the plan
         nxt = self.plan[k + 1] if k + 1 < len(self.plan) else None
@@ -232,7 +225,7 @@ class _PairedProbe(Callback):
         complete = [p for p in range(self.pairs) if 2 * p in rates and 2 * p + 1 in rates]
         new_ids = [2 * p if (2 * p) % 4 == 0 else 2 * p + 1 for p in complete]
         old_ids = [2 * p + 1 if (2 * p) % 4 == 0 else 2 * p for p in complete]
-        peak = (torch.cuda.max_memory_allocated(pl_module.device) if self.cuda else self.peak_rss) / 2**20
+        peak = self._peak_mb(pl_module)
         first_window = next((k for k, x in enumerate(self.plan) if x[1] is not None), len(self.plan))
         result = {
             "new_rates": [rates[i] for i in new_ids], "old_rates": [rates[i] for i in old_ids],
@@ -687,34 +680,41 @@ class Trials:
             return net, {"datamodule": self.datamodule}
         return net, {}
 
+    def _trainer(self, precision: str, callbacks: list[Any], steps: int) -> Any:
+        """A Trainer for one short measuring fit of ``steps`` optimizer steps, with the user's other arguments."""
+        with no_lightning_info():
+            return self.trainer_cls(
+                precision=precision, callbacks=callbacks, max_steps=steps,
+                # Bounded: every epoch that yields a batch ends with an optimizer step, so max_steps comes first
+                # unless the data runs dry (an exhausted iterator gives empty epochs: -1 would never end).
+                max_epochs=steps,
+                limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                enable_progress_bar=False, enable_model_summary=False, **self.fixed,
+            )
+
+    def _fit(self, trainer: Any, net: Any, data: Mapping[str, Any]) -> None:
+        """``trainer.fit(net, **data)`` from the RNG state at construction, without Lightning's chatter."""
+        self.restore()
+        with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
+            # Lightning's advice about these short fits without validation or logger is not the user's to act on;
+            # their own fit shows every warning.
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
+            trainer.fit(net, **data)
+
     def __call__(self, candidate: Candidate, stage: str) -> Measurement:
         probe = _Probe(self.warmup_steps, self.window_steps, self.repeats)
         callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
         if candidate.channels_last:
             callbacks.append(ChannelsLast())
         try:
-            with no_lightning_info():
-                trainer = self.trainer_cls(
-                    precision=candidate.precision, callbacks=callbacks, max_steps=self.steps_needed,
-                    # Bounded: every epoch that yields a batch ends with an optimizer step, so max_steps comes
-                    # first unless the data runs dry (an exhausted iterator gives empty epochs: -1 never ends).
-                    max_epochs=self.steps_needed,
-                    limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
-                    enable_progress_bar=False, enable_model_summary=False, **self.fixed,
-                )
+            trainer = self._trainer(candidate.precision, callbacks, self.steps_needed)
             net = copy.deepcopy(self.model)
             if candidate.compile:
                 compile_submodules(net)
-            net, data = self._data(net, candidate.num_workers)
-            self.restore()
-            with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
-                # Lightning's advice about these short fits without validation or logger is not the user's to act
-                # on; their own fit shows every warning.
-                warnings.filterwarnings("ignore", category=UserWarning,
-                                        module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
-                trainer.fit(net, **data)
+            self._fit(trainer, *self._data(net, candidate.num_workers))
         except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
-            return Measurement(candidate, stage, error=f"{type(err).__name__}: {err}".split("\n")[0][:300])
+            return Measurement(candidate, stage, error=_error_text(err))
         finally:
             self.restore()
         r = probe.result or {}
@@ -745,23 +745,12 @@ class Trials:
         callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
         labels = (f"{stage} (paired)", f"{stage} (paired baseline)")
         try:
-            with no_lightning_info():
-                trainer = self.trainer_cls(
-                    precision=new.precision, callbacks=callbacks, max_steps=probe.steps_needed,
-                    max_epochs=probe.steps_needed, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
-                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                    **self.fixed,
-                )
+            trainer = self._trainer(new.precision, callbacks, probe.steps_needed)
             if trainer.world_size > 1:
                 return None
-            net, data = self._data(copy.deepcopy(self.model), new.num_workers)
-            self.restore()
-            with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", category=UserWarning,
-                                        module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
-                trainer.fit(net, **data)
+            self._fit(trainer, *self._data(copy.deepcopy(self.model), new.num_workers))
         except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
-            return (Measurement(new, labels[0], error=f"{type(err).__name__}: {err}".split("\n")[0][:300]),
+            return (Measurement(new, labels[0], error=_error_text(err)),
                     Measurement(old, labels[1], skipped="not measured: the paired fit failed (the row above)"))
         finally:
             self.restore()
@@ -776,6 +765,11 @@ class Trials:
                             **common),
                 Measurement(old, labels[1], window_images_per_s=tuple(r["old_rates"]), data_wait=r["old_wait"],
                             **common))
+
+
+def _error_text(err: BaseException) -> str:
+    """``"ExceptionType: first line of the message"``, at most 300 characters, for a failed candidate's row."""
+    return f"{type(err).__name__}: {err}".split("\n")[0][:300]
 
 
 def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str]:
