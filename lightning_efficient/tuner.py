@@ -28,7 +28,13 @@ from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.data.loader import available_cpus, can_rebuild, with_num_workers
 from lightning_efficient.functional.efficiency import process_rss_bytes
-from lightning_efficient.functional.layout import to_channels_last, to_nchw
+from lightning_efficient.functional.layout import (
+    BatchToChannelsLast,
+    convert_module_to_channels_last,
+    to_channels_last,
+    to_nchw,
+)
+from lightning_efficient.functional.timing import HostClock, StepTimeline
 from lightning_efficient.functional.tuning import (
     NOISY_SPREAD,
     Candidate,
@@ -37,6 +43,7 @@ from lightning_efficient.functional.tuning import (
     compile_submodules,
     search,
 )
+from lightning_efficient.pipeline import add_stage
 from lightning_efficient.precision import cpu_has_native_bf16
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 from lightning_efficient.recipe import check_trainer_kwargs
@@ -50,9 +57,21 @@ _CONTROLLED = ("max_epochs", "min_epochs", "max_steps", "min_steps", "max_time",
                "callbacks", "fast_dev_run", "profiler", "barebones")
 
 
+class _StepWaits:
+    """The ``timer`` of a :class:`~lightning_efficient.functional.timing.StepTimeline` that keeps every step's
+    data wait (seconds from the end of the step before to the start of this one), in step order."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int) -> None:
+        self.waits.append(max(data_wait_s + transform_s, 0.0))
+
+
 class _Clock(Callback):
-    """What both probes record: the time after each training step (``marks``, index 0: train start), at the start
-    of each step (``starts``: its batch fetched, moved and transformed), the samples per step and the peak memory.
+    """What both probes record: the time after each training step (``marks``, index 0: train start), each step's
+    data wait (``timeline``, the same bookkeeping as :class:`EfficiencyReport`'s), the samples per step and the
+    peak memory.
 
     The clock is the host's, with ``torch.cuda.synchronize()`` at window boundaries only (on CUDA, ``_now``), so
     a window covers everything the steps cost: data wait, transfers, device transforms, forward, backward,
@@ -61,7 +80,7 @@ class _Clock(Callback):
 
     def __init__(self) -> None:
         self.marks: list[float] = []
-        self.starts: list[float] = []
+        self.timeline = StepTimeline(HostClock(), _StepWaits())  # type: ignore[arg-type] - any add() will do
         self.samples: list[int] = []
         self.peak_rss = 0
         self.cuda = False
@@ -80,9 +99,22 @@ class _Clock(Callback):
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(pl_module.device)
         self.marks = [self._now()]
+        self.timeline.restart()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self.starts.append(time.perf_counter())
+        self.timeline.batch_started()
+
+    def _step_ended(self, batch: Any) -> None:
+        self.samples.append(_batch_size(batch))
+        self.timeline.batch_ended(self.samples[-1])
+
+    def _wait_share(self, steps: Any) -> float:
+        """Share of the time of ``steps`` (0-based step indices) spent waiting for data: fetching the batch, moving
+        it to the device, batch hooks."""
+        waits = self.timeline.timer.waits
+        steps = [i for i in steps if i < len(waits) and i + 1 < len(self.marks)]
+        total = sum(self.marks[i + 1] - self.marks[i] for i in steps)
+        return sum(waits[i] for i in steps) / total if total > 0 else math.nan
 
 
 class _Probe(_Clock):
@@ -96,7 +128,7 @@ class _Probe(_Clock):
         step = len(self.samples) + 1
         boundary = step >= self.warmup and (step - self.warmup) % self.window == 0
         self.marks.append(self._now() if boundary or step < self.warmup else time.perf_counter())
-        self.samples.append(_batch_size(batch))
+        self._step_ended(batch)
         if not self.cuda and step % self.window == 0:
             self.peak_rss = max(self.peak_rss, process_rss_bytes())
 
@@ -113,24 +145,15 @@ class _Probe(_Clock):
         end = w + len(rates) * k
         result = {
             "rates": rates,
-            "data_wait": _wait_share(self.marks, self.starts, range(w, end)) if rates else math.nan,
+            "data_wait": self._wait_share(range(w, end)) if rates else math.nan,
             "warmup_s": self.marks[w] - self.marks[0] if len(self.marks) > w else math.nan,
-            "step_s": (self.marks[w + len(rates) * k] - self.marks[w]) / (len(rates) * k) if rates else math.nan,
+            "step_s": (self.marks[end] - self.marks[w]) / (len(rates) * k) if rates else math.nan,
             "peak_memory_mb": peak,
             "batch_size": self.samples[0] if self.samples else None,
             "steps": len(self.samples),
         }
         # Every rank decides from rank 0's figures, so that all ranks choose the same settings.
         self.result = trainer.strategy.broadcast(result, src=0)
-
-
-def _wait_share(marks: Sequence[float], starts: Sequence[float], steps: Any) -> float:
-    """Share of the time of ``steps`` (0-based step indices) spent between the end of the step before and the
-    start of each step: fetching the batch, moving it to the device, batch hooks."""
-    steps = [i for i in steps if i < len(starts) and i + 1 < len(marks)]
-    total = sum(marks[i + 1] - marks[i] for i in steps)
-    waited = sum(max(0.0, starts[i] - marks[i]) for i in steps)
-    return waited / total if total > 0 else math.nan
 
 
 class _PairedProbe(_Clock):
@@ -164,9 +187,6 @@ class _PairedProbe(_Clock):
         self._convert: Any = None
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        from lightning_efficient.functional.layout import BatchToChannelsLast, convert_module_to_channels_last
-        from lightning_efficient.pipeline import add_stage
-
         report = convert_module_to_channels_last(pl_module)
         self.names = set(report.converted)
         self._convert = BatchToChannelsLast()
@@ -203,7 +223,7 @@ class _PairedProbe(_Clock):
         nxt = self.plan[k + 1] if k + 1 < len(self.plan) else None
         boundary = nxt is None or nxt != self.plan[k]
         self.marks.append(self._now() if boundary else time.perf_counter())
-        self.samples.append(_batch_size(batch))
+        self._step_ended(batch)
         if not self.cuda and (boundary or k % self.window == 0):
             self.peak_rss = max(self.peak_rss, process_rss_bytes())
         if nxt is not None and nxt[0] != self.cl:
@@ -221,10 +241,11 @@ class _PairedProbe(_Clock):
                 continue
             seconds = self.marks[steps[-1] + 1] - self.marks[steps[0]]
             rates[i] = sum(self.samples[k] for k in steps) / seconds if seconds > 0 else math.nan
-            waits[i] = _wait_share(self.marks, self.starts, steps)
+            waits[i] = self._wait_share(steps)
+        side = {i: cl == self.new_cl for cl, i in self.plan if i is not None}  # window -> is it new's
         complete = [p for p in range(self.pairs) if 2 * p in rates and 2 * p + 1 in rates]
-        new_ids = [2 * p if (2 * p) % 4 == 0 else 2 * p + 1 for p in complete]
-        old_ids = [2 * p + 1 if (2 * p) % 4 == 0 else 2 * p for p in complete]
+        new_ids = [i for p in complete for i in (2 * p, 2 * p + 1) if side[i]]
+        old_ids = [i for p in complete for i in (2 * p, 2 * p + 1) if not side[i]]
         peak = self._peak_mb(pl_module)
         first_window = next((k for k, x in enumerate(self.plan) if x[1] is not None), len(self.plan))
         result = {
@@ -482,7 +503,8 @@ def tune(
     measured over each window of ``window_steps`` steps (data wait included). ``channels_last`` is measured in
     pairs: one fit trains both layouts, switching every window (``repeats + 1`` pairs of adjacent windows, each
     switch followed by one untimed step), and it is kept if the pairs' geometric-mean gain is above 2% with a
-    one-sided 95% lower bound above 1 (measured in pairs once more when the gain is there but the bound is not);
+    one-sided 95% lower bound above 1 (measured in pairs once more unless that holds or the upper bound is at
+    most 1.02);
     separate short fits of the same settings differ by 10-15% on a busy CPU, adjacent windows share the
     machine's state. More ``num_workers`` than the loader has are not measured when the data wait of the
     current settings bounds their gain below 2%. The other factors are varied one at a time
