@@ -156,37 +156,104 @@ class _Probe(_Clock):
         self.result = trainer.strategy.broadcast(result, src=0)
 
 
-class _PairedProbe(_Clock):
-    """Measures two layouts (NCHW and channels_last) in one fit, window by window in alternation.
+#: The factors one fit can switch between, window by window (:class:`_InterleavedProbe`).
+SWITCHABLE = ("channels_last", "num_workers")
 
-    Plan: ``warmup`` steps in the ``old`` layout, ``warmup`` in the ``new`` one, then ``2 * pairs`` windows of
-    ``window`` steps in the order new, old, old, new, new, old... (window ``2i`` and ``2i + 1`` form pair ``i``;
-    the order alternates, so a steady drift of the machine's speed favours neither side). At each change of
-    layout the model's 4-D parameters and buffers, their gradients and the optimizer's state are converted and
-    one untimed step follows, so that no window pays for the switch. Batches are converted to channels_last
-    in the ``"layout"`` stage of the batch pipeline (as :class:`ChannelsLast` does) while the layout is.
+
+class _SwitchingLoader:
+    """The training data of an interleaved fit: one loader per ``num_workers`` value, each batch drawn from the
+    loader of the side whose step it feeds (``side()``, asked at every fetch; Lightning fetches a sized loader's
+    batch at the start of its step, after the previous step's ``on_train_batch_end``).
+
+    Each loader's iterator is created when its side first draws in an epoch and then kept, so its worker
+    processes (and persistent workers across epochs) run as they would alone; an epoch has as many batches as
+    the loaders (rebuilt from one loader, they have the same length)."""
+
+    def __init__(self, loaders: Mapping[int, Any], side: Any) -> None:
+        self.loaders, self.side = dict(loaders), side
+        self._iters: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return min(len(loader) for loader in self.loaders.values())
+
+    def __iter__(self) -> Any:
+        self.close()
+        iters = self._iters
+        for _ in range(len(self)):
+            key = self.side()
+            if key not in iters:
+                iters[key] = iter(self.loaders[key])
+            try:
+                yield next(iters[key])
+            except StopIteration:
+                return
+
+    def close(self) -> None:
+        """Drop the live iterators (their worker processes shut down)."""
+        self._iters.clear()
+
+
+def _head_start(loader: Any) -> int:
+    """Batches a loader's workers prepare ahead while its side is idle: ``prefetch_factor x num_workers``."""
+    workers = getattr(loader, "num_workers", 0) or 0
+    return workers * (getattr(loader, "prefetch_factor", None) or 2) if workers > 0 else 0
+
+
+class _InterleavedProbe(_Clock):
+    """Measures several settings in one fit, window by window in alternation: settings that differ only in
+    :data:`SWITCHABLE` factors (NCHW or channels_last, and the training loader's ``num_workers``).
+
+    Plan: ``warmup`` steps of each side, the last side first, then ``rounds`` rounds of one ``window``-step window
+    per side, in the sides' order in even rounds and in reverse in odd ones (two sides: new, old, old, new, new,
+    old...; the windows of round ``r`` form pair ``r``, and a steady drift of the machine's speed favours no
+    side). Before each timed window that follows a change of side come untimed steps: one (the switch itself),
+    plus, where the loader changes, the batches the new side's workers prepared while idle
+    (``head_start[num_workers]``, :func:`_head_start`), so that no window pays for a switch or profits from
+    work done during another side's windows.
+
+    At a change of layout the model's 4-D parameters and buffers, their gradients and the optimizer's state are
+    converted; batches are converted to channels_last in the ``"layout"`` stage of the batch pipeline (as
+    :class:`ChannelsLast` does) while the layout is. The loader is switched through :attr:`data_workers`, which
+    :class:`_SwitchingLoader` asks at each fetch.
     """
 
     _STAGE = "tune-paired-layout"
 
-    def __init__(self, warmup: int, window: int, pairs: int, new_cl: bool) -> None:
+    def __init__(self, sides: Sequence[Candidate], warmup: int, window: int, rounds: int,
+                 head_start: Optional[Mapping[Optional[int], int]] = None) -> None:
         super().__init__()
-        self.window, self.pairs, self.new_cl = window, pairs, new_cl
-        plan: list[tuple[bool, Optional[int]]] = [(not new_cl, None)] * warmup + [(new_cl, None)] * warmup
-        for i in range(2 * pairs):
-            side_new = (i % 4) in (0, 3)  # N O O N, N O O N ...
-            cl = new_cl if side_new else not new_cl
-            if plan[-1][0] != cl:
-                plan.append((cl, None))  # one untimed step after the switch
-            plan += [(cl, i)] * window
+        self.sides, self.window, self.rounds = list(sides), window, rounds
+        head_start = head_start or {}
+        plan: list[tuple[int, Optional[int]]] = []
+
+        def run(side: int, steps: int, window_round: Optional[int]) -> None:
+            if plan and plan[-1][0] != side:
+                new_loader = self.sides[plan[-1][0]].num_workers != self.sides[side].num_workers
+                untimed = (head_start.get(self.sides[side].num_workers, 0) if new_loader else 0) + \
+                    (window_round is not None)
+                plan.extend([(side, None)] * untimed)
+            plan.extend([(side, window_round)] * steps)
+
+        for side in reversed(range(len(self.sides))):
+            run(side, warmup, None)
+        for r in range(rounds):
+            for side in (range(len(self.sides)) if r % 2 == 0 else reversed(range(len(self.sides)))):
+                run(side, window, r)
         self.plan = plan
         self.steps_needed = len(plan)
-        self.cl = not new_cl
+        self.side = plan[0][0]
+        self.cl = self.sides[self.side].channels_last
         self.names: set[str] = set()
         self._pipeline: Any = None
         self._convert: Any = None
 
+    def data_workers(self) -> Optional[int]:
+        """``num_workers`` of the side whose step the next batch feeds."""
+        return self.sides[self.side].num_workers
+
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if not any(s.channels_last for s in self.sides):
+            return
         report = convert_module_to_channels_last(pl_module)
         self.names = set(report.converted)
         self._convert = BatchToChannelsLast()
@@ -226,34 +293,34 @@ class _PairedProbe(_Clock):
         self._step_ended(batch)
         if not self.cuda and (boundary or k % self.window == 0):
             self.peak_rss = max(self.peak_rss, process_rss_bytes())
-        if nxt is not None and nxt[0] != self.cl:
-            self._switch(pl_module, [getattr(o, "optimizer", o) for o in trainer.optimizers], nxt[0])
+        if nxt is not None and nxt[0] != self.side:
+            self.side = nxt[0]
+            cl = self.sides[self.side].channels_last
+            if cl != self.cl:
+                self._switch(pl_module, [getattr(o, "optimizer", o) for o in trainer.optimizers], cl)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        windows: dict[int, list[int]] = {}
-        for k, (_, i) in enumerate(self.plan[: len(self.samples)]):
-            if i is not None:
-                windows.setdefault(i, []).append(k)
-        rates: dict[int, float] = {}
-        waits: dict[int, float] = {}
-        for i, steps in windows.items():
+        windows: dict[tuple[int, int], list[int]] = {}
+        for k, (side, r) in enumerate(self.plan[: len(self.samples)]):
+            if r is not None:
+                windows.setdefault((side, r), []).append(k)
+        rates: dict[tuple[int, int], float] = {}
+        waits: dict[tuple[int, int], float] = {}
+        for key, steps in windows.items():
             if len(steps) < self.window:
                 continue
             seconds = self.marks[steps[-1] + 1] - self.marks[steps[0]]
-            rates[i] = sum(self.samples[k] for k in steps) / seconds if seconds > 0 else math.nan
-            waits[i] = self._wait_share(steps)
-        side = {i: cl == self.new_cl for cl, i in self.plan if i is not None}  # window -> is it new's
-        complete = [p for p in range(self.pairs) if 2 * p in rates and 2 * p + 1 in rates]
-        new_ids = [i for p in complete for i in (2 * p, 2 * p + 1) if side[i]]
-        old_ids = [i for p in complete for i in (2 * p, 2 * p + 1) if not side[i]]
-        peak = self._peak_mb(pl_module)
+            rates[key] = sum(self.samples[k] for k in steps) / seconds if seconds > 0 else math.nan
+            waits[key] = self._wait_share(steps)
+        n = len(self.sides)
+        complete = [r for r in range(self.rounds) if all((s, r) in rates for s in range(n))]
         first_window = next((k for k, x in enumerate(self.plan) if x[1] is not None), len(self.plan))
         result = {
-            "new_rates": [rates[i] for i in new_ids], "old_rates": [rates[i] for i in old_ids],
-            "new_wait": statistics.fmean([waits[i] for i in new_ids]) if new_ids else math.nan,
-            "old_wait": statistics.fmean([waits[i] for i in old_ids]) if old_ids else math.nan,
+            "rates": [[rates[(s, r)] for r in complete] for s in range(n)],
+            "waits": [statistics.fmean([waits[(s, r)] for r in complete]) if complete else math.nan
+                      for s in range(n)],
             "warmup_s": self.marks[first_window] - self.marks[0] if len(self.marks) > first_window else math.nan,
-            "peak_memory_mb": peak, "batch_size": self.samples[0] if self.samples else None,
+            "peak_memory_mb": self._peak_mb(pl_module), "batch_size": self.samples[0] if self.samples else None,
             "steps": len(self.samples),
         }
         self.result = trainer.strategy.broadcast(result, src=0)
@@ -687,15 +754,23 @@ class Trials:
         _set_rng_state(self._rng)
         _set_backend_flags(self._flags)
 
-    def _data(self, net: Any, num_workers: Optional[int]) -> tuple[Any, dict[str, Any]]:
-        """The model to fit and ``fit``'s data arguments for ``num_workers``."""
-        if num_workers is not None and num_workers != getattr(self.loader, "num_workers", None):
-            rebuilt = with_num_workers(self.loader, num_workers)
+    def _loader(self, num_workers: int) -> Any:
+        """The user's training loader, rebuilt with ``num_workers`` if it has another count."""
+        if num_workers == getattr(self.loader, "num_workers", None):
+            return self.loader
+        return with_num_workers(self.loader, num_workers)
+
+    def _data(self, net: Any, num_workers: Optional[int], loader: Any = None) -> tuple[Any, dict[str, Any]]:
+        """The model to fit and ``fit``'s data arguments: the user's data, or ``loader`` in its place, or the
+        user's loader rebuilt with ``num_workers``."""
+        if loader is None and num_workers is not None and num_workers != getattr(self.loader, "num_workers", None):
+            loader = self._loader(num_workers)
+        if loader is not None:
             if self.train_dataloaders is not None:
-                return net, {"train_dataloaders": rebuilt}
+                return net, {"train_dataloaders": loader}
             if self.datamodule is not None:
-                return net, {"datamodule": _with_loader(self.datamodule, rebuilt)}
-            return _with_loader(net, rebuilt), {}
+                return net, {"datamodule": _with_loader(self.datamodule, loader)}
+            return _with_loader(net, loader), {}
         if self.train_dataloaders is not None:
             return net, {"train_dataloaders": self.train_dataloaders}
         if self.datamodule is not None:
@@ -750,43 +825,70 @@ class Trials:
                            peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s,
                            data_wait=r.get("data_wait", math.nan))
 
+    def interleave(self, candidates: Sequence[Candidate], stages: Sequence[str],
+                   rounds: Optional[int] = None) -> Optional[list[Measurement]]:
+        """Measure candidates that differ only in :data:`SWITCHABLE` factors (channels_last, ``num_workers``) in
+        one fit, window by window in alternation (:class:`_InterleavedProbe`: ``rounds`` rounds, default
+        ``repeats + 1``, of one ``window_steps``-step window each): window ``r`` of every candidate ran in round
+        ``r``, side by side, so that any two of them pair up (:func:`paired_gain`).
+
+        Different ``num_workers`` are served by one loader per worker count, rebuilt from the user's
+        (:class:`_SwitchingLoader`); each switch to another loader is followed by as many untimed steps as that
+        loader's workers had batches ready.
+
+        Returns:
+            One :class:`Measurement` per candidate, labelled with ``stages``, in the same order; ``None`` where
+            they cannot be measured in one fit: other differences (precision needs another Trainer),
+            compilation (a layout change would recompile), worker counts of a loader that cannot be rebuilt,
+            or more than one process (DDP lays out its gradient buckets once). A fit that raises is reported
+            as the first candidate's error, the others as not measured.
+        """
+        first = candidates[0]
+        if any(c.compile or set(c.differences(first)) - set(SWITCHABLE) for c in candidates):
+            return None
+        workers = sorted({c.num_workers for c in candidates}, key=str)
+        switching = len(workers) > 1
+        if switching and (None in workers or self.loader is None or can_rebuild(self.loader) is not None):
+            return None
+        loaders = {w: self._loader(w) for w in workers} if switching else {}
+        probe = _InterleavedProbe(candidates, self.warmup_steps, self.window_steps,
+                                  rounds if rounds is not None else self.repeats + 1,
+                                  {w: _head_start(loader) for w, loader in loaders.items()})
+        data = _SwitchingLoader(loaders, probe.data_workers) if switching else None
+        callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
+        try:
+            trainer = self._trainer(first.precision, callbacks, probe.steps_needed)
+            if trainer.world_size > 1:
+                return None
+            self._fit(trainer, *self._data(copy.deepcopy(self.model), first.num_workers, data))
+        except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
+            return [Measurement(first, stages[0], error=_error_text(err))] + [
+                Measurement(c, s, skipped="not measured: the interleaved fit failed (the row above)")
+                for c, s in zip(candidates[1:], stages[1:])]
+        finally:
+            if data is not None:
+                data.close()
+            self.restore()
+        r = probe.result or {}
+        if r.get("steps", 0) < probe.steps_needed or not all(r.get("rates") or [[]]):
+            why = (f"the loader gave {r.get('steps', 0)} batches; {probe.steps_needed} are needed to measure "
+                   f"{len(candidates)} settings in one fit")
+            return [Measurement(c, s, error=why) for c, s in zip(candidates, stages)]
+        self.batch_size = self.batch_size or r.get("batch_size")
+        return [Measurement(c, s, window_images_per_s=tuple(rates), data_wait=wait, warmup_s=r["warmup_s"],
+                            peak_memory_mb=r["peak_memory_mb"])
+                for c, s, rates, wait in zip(candidates, stages, r["rates"], r["waits"])]
+
     def pair(self, new: Candidate, old: Candidate, stage: str) -> Optional[tuple[Measurement, Measurement]]:
-        """Measure two candidates that differ only in ``channels_last`` in one fit, window by window
-        (``pairs = repeats + 1`` pairs of ``window_steps`` steps; see :func:`paired_gain`); the ``measure_pair``
-        of :func:`~lightning_efficient.functional.tuning.search`.
+        """:meth:`interleave` for two candidates (``repeats + 1`` pairs of windows); the ``measure_pair`` of
+        :func:`~lightning_efficient.functional.tuning.search`.
 
         Returns ``(new_measurement, old_measurement)`` with stages ``"<stage> (paired)"`` and
         ``"<stage> (paired baseline)"``, window ``i`` of one next to window ``i`` of the other; ``None`` where
-        they cannot be paired: other differences, compilation (a layout change would recompile), or more than
-        one process (DDP lays out its gradient buckets once). A fit that raises is reported as ``new``'s error
-        (``old`` was measured before without it).
+        they cannot be measured in one fit (see :meth:`interleave`).
         """
-        if new.differences(old) != ["channels_last"] or new.compile:
-            return None
-        probe = _PairedProbe(self.warmup_steps, self.window_steps, self.repeats + 1, new_cl=new.channels_last)
-        callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
-        labels = (f"{stage} (paired)", f"{stage} (paired baseline)")
-        try:
-            trainer = self._trainer(new.precision, callbacks, probe.steps_needed)
-            if trainer.world_size > 1:
-                return None
-            self._fit(trainer, *self._data(copy.deepcopy(self.model), new.num_workers))
-        except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
-            return (Measurement(new, labels[0], error=_error_text(err)),
-                    Measurement(old, labels[1], skipped="not measured: the paired fit failed (the row above)"))
-        finally:
-            self.restore()
-        r = probe.result or {}
-        if r.get("steps", 0) < probe.steps_needed or not r.get("new_rates"):
-            why = (f"the loader gave {r.get('steps', 0)} batches; {probe.steps_needed} are needed for a paired "
-                   "measurement")
-            return Measurement(new, labels[0], error=why), Measurement(old, labels[1], error=why)
-        self.batch_size = self.batch_size or r.get("batch_size")
-        common = dict(warmup_s=r["warmup_s"], peak_memory_mb=r["peak_memory_mb"])
-        return (Measurement(new, labels[0], window_images_per_s=tuple(r["new_rates"]), data_wait=r["new_wait"],
-                            **common),
-                Measurement(old, labels[1], window_images_per_s=tuple(r["old_rates"]), data_wait=r["old_wait"],
-                            **common))
+        found = self.interleave([new, old], (f"{stage} (paired)", f"{stage} (paired baseline)"))
+        return None if found is None else (found[0], found[1])
 
 
 def _error_text(err: BaseException) -> str:

@@ -47,7 +47,7 @@ def test_image_folder_input_tunes_num_workers(tmp_path, capsys):
                            "--out", str(out))
     assert code == 0, err
     rows = json.loads(out.read_text())["rows"]
-    assert any(r["stage"] == "num_workers" and "workers=1" in r["settings"] for r in rows)
+    assert any(r["stage"] == "num_workers (paired)" and "workers=1" in r["settings"] for r in rows)
     assert any(r["stage"] == "current" and r["settings"].endswith("workers=0") for r in rows)
 
 

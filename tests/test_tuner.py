@@ -29,7 +29,7 @@ import lightning_efficient as le
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.tuning import Candidate
 from lightning_efficient.precision import cpu_has_native_bf16
-from lightning_efficient.tuner import Trials, _PairedProbe
+from lightning_efficient.tuner import Trials, _InterleavedProbe
 
 # tune() warns when this machine's own timing noise is high (a busy CI machine): that depends on the machine, not on
 # what these tests check; test_a_noisy_machine_is_warned_about_and_noted checks the warning itself (pytest.warns).
@@ -44,7 +44,7 @@ FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", device
 FP32 = dict(FAST, precisions=["32-true"])
 STEPS = 3
 #: Steps of a paired fit under FAST (channels_last on and off in one fit; see test_a_paired_fit_*).
-PAIRED_STEPS = _PairedProbe(1, 1, 3, new_cl=True).steps_needed
+PAIRED_STEPS = _InterleavedProbe([Candidate(channels_last=True), Candidate()], 1, 1, 3).steps_needed
 N, BATCH = 32, 4
 
 
@@ -262,19 +262,26 @@ def test_a_datamodule_and_its_batch_hooks_are_used():
     dm = RecordingData()
     result = le.tune(Net(), datamodule=dm, num_workers=[0, 1], **FP32)
     assert all(m.ok for m in result.measurements)  # uint8 batches would fail in the conv without the hook
-    assert any(m.stage == "num_workers" and m.candidate.num_workers == 1 for m in result.measurements)
-    # Each fit moved its batches through both hooks (the copy with a rebuilt loader shares `calls`): STEPS per
-    # separate fit, the paired fit of channels_last its plan's steps.
-    paired = [m for m in result.measurements if m.stage.endswith("(paired)")]
-    steps = STEPS * (len(result.measurements) - 2 * len(paired)) + PAIRED_STEPS * len(paired)
-    assert len(paired) == 1 and dm.calls == {"transfer": steps, "after": steps}
+    paired = [(m.candidate, b.candidate) for m, b in zip(result.measurements, result.measurements[1:])
+              if m.stage.endswith("(paired)")]
+    assert [m.stage for m in result.measurements] == [
+        "current", "channels_last (paired)", "channels_last (paired baseline)", "num_workers (paired)",
+        "num_workers (paired baseline)"]
+    assert paired[1][0].num_workers == 1 and paired[1][1].num_workers == 0
+    # Each fit moved its batches through both hooks (the copies and rebuilt loaders share `calls`): STEPS in the
+    # separate fit, each paired fit its plan's steps (the one that switches loaders: 2 more untimed steps after
+    # each switch to the loader with a worker, for the 2 batches it prepared while idle).
+    plans = [_InterleavedProbe(sides, 1, 1, 3, {1: 2, 0: 0}).steps_needed for sides in paired]
+    assert plans[1] > plans[0] == PAIRED_STEPS
+    steps = STEPS + sum(plans)
+    assert dm.calls == {"transfer": steps, "after": steps}
     assert result.batch_size == BATCH and result.current == Candidate(num_workers=0)
 
 
 def test_a_model_that_defines_train_dataloader():
     result = le.tune(NetWithData(), num_workers=[0, 1], channels_last=False, **FP32)
     assert [(m.stage, m.candidate.num_workers, m.ok) for m in result.measurements] == [
-        ("current", 0, True), ("num_workers", 1, True)]
+        ("current", 0, True), ("num_workers (paired)", 1, True), ("num_workers (paired baseline)", 0, True)]
 
 
 def test_no_data_at_all_is_an_error():
@@ -362,8 +369,9 @@ def test_num_workers_candidates_train_on_the_rebuilt_loader(tmp_path):
     result = le.tune(Net(), loader, num_workers=[0, 1], channels_last=False, **FP32)
     assert result.current == Candidate(num_workers=0)
     assert [(m.stage, m.candidate.label(), m.ok) for m in result.measurements] == [
-        ("current", "32-true, workers=0", True), ("num_workers", "32-true, workers=1", True)]
-    assert _status(result, "32-true, workers=1", "num_workers")[0] in ("ok", "chosen")
+        ("current", "32-true, workers=0", True), ("num_workers (paired)", "32-true, workers=1", True),
+        ("num_workers (paired baseline)", "32-true, workers=0", True)]
+    assert _status(result, "32-true, workers=1", "num_workers (paired)")[0] in ("ok", "chosen")
     workers = [p.name for p in tmp_path.iterdir()]
     assert workers and f"worker-{os.getpid()}" not in workers  # a worker process loaded the data
     assert loader.num_workers == 0
@@ -573,13 +581,13 @@ def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(n
                        accelerator="cpu", devices=1)
     new, old = Candidate(channels_last=new_cl), Candidate(channels_last=not new_cl)
     new_m, old_m = trials.pair(new, old, "channels_last")
-    probe = _PairedProbe(1, 2, 3, new_cl=new_cl)
+    probe = _InterleavedProbe([new, old], 1, 2, 3)
     # Warm-up in the old layout, then the new one, then windows new, old, old, new, new, old (one untimed step
     # after each switch): the batch, the weights and the optimizer state always agree with the plan.
-    assert [cl for cl, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
+    assert [probe.sides[side].channels_last for side, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
                                             not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
                                             new_cl, not new_cl, not new_cl, not new_cl]
-    assert [batch for batch, _, _, _ in LayoutSpy.seen] == [cl for cl, _ in probe.plan]
+    assert [batch for batch, _, _, _ in LayoutSpy.seen] == [probe.sides[side].channels_last for side, _ in probe.plan]
     assert all(weight == batch == depthwise for batch, weight, _, depthwise in LayoutSpy.seen)
     assert all(buf in (None, batch) for batch, _, buf, _ in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
     assert (new_m.stage, old_m.stage) == ("channels_last (paired)", "channels_last (paired baseline)")
@@ -590,6 +598,307 @@ def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(n
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not is_channels_last(model.net[0].weight) and not is_channels_last(model.net[1].weight)
+
+
+class Origin(Dataset):
+    """Images whose last pixel says where they were loaded: 1.0 in a worker process, 0.0 in the main one."""
+
+    def __init__(self) -> None:
+        self.data = _images()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i):
+        x, y = self.data[i]
+        x = x.clone()
+        x[-1, -1, -1] = float(get_worker_info() is not None)
+        return x, y
+
+
+class OriginSpy(LayoutSpy):
+    """Records, at every training step, whether the batch came from a worker and whether the batch and the conv
+    weight are channels_last."""
+
+    origins: list[tuple[bool, bool, bool]] = []
+
+    def training_step(self, batch, batch_idx):
+        OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
+                                  is_channels_last(self.net[1].weight)))
+        return super().training_step(batch, batch_idx)
+
+
+def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
+    OriginSpy.origins, LayoutSpy.seen = [], []
+    loader = DataLoader(Origin(), batch_size=BATCH, shuffle=True)
+    trials = Trials(OriginSpy(), loader, warmup_steps=1, window_steps=2, repeats=1, accelerator="cpu", devices=1)
+    sides = [Candidate(channels_last=cl, num_workers=w) for cl in (False, True) for w in (0, 1)]
+    found = trials.interleave(sides, [f"side {i}" for i in range(4)], rounds=3)
+    probe = _InterleavedProbe(sides, 1, 2, 3, {0: 0, 1: 2})
+    expected = [(sides[s].num_workers == 1, sides[s].channels_last, sides[s].channels_last) for s, _ in probe.plan]
+    assert OriginSpy.origins == expected  # every step: the batch from its side's loader, in its side's layout
+    # The plan: warm-up of each side, then rounds 0 1 2 3 | 3 2 1 0 | 0 1 2 3; a switch to the loader with a
+    # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
+    timed = [s for s, r in probe.plan if r is not None]
+    assert timed == [0, 0, 1, 1, 2, 2, 3, 3] + [3, 3, 2, 2, 1, 1, 0, 0] + [0, 0, 1, 1, 2, 2, 3, 3]
+    untimed_after = [sum(1 for _ in g) for key, g in __import__("itertools").groupby(probe.plan, lambda x: x[1])
+                     if key is None][1:]
+    assert sorted(set(untimed_after)) == [1, 3]
+    assert [m.stage for m in found] == ["side 0", "side 1", "side 2", "side 3"]
+    assert all(m.ok and len(m.window_images_per_s) == 3 and 0 <= m.data_wait <= 1 for m in found)
+    assert [m.candidate for m in found] == sides
+    assert loader.num_workers == 0  # the user's loader is left as it was
+
+
+def test_only_settings_one_fit_can_switch_between_are_interleaved():
+    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
+                    accelerator="cpu", devices=1)
+    assert trials.interleave([Candidate(), Candidate(precision="bf16-mixed")], ["a", "b"]) is None
+    assert trials.pair(Candidate(channels_last=True, compile=True), Candidate(compile=True), "channels_last") is None
+    assert trials.pair(Candidate(channels_last=True, num_workers=1), Candidate(), "channels_last") is None  # None:
+    # the loader's own workers, not a count to rebuild it with
+    stream = Trials(Net(), DataLoader(Stream(), batch_size=None), warmup_steps=1, window_steps=1, repeats=1,
+                    accelerator="cpu", devices=1)
+    assert stream.interleave([Candidate(), Candidate(num_workers=1)], ["a", "b"]) is None
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(warmup_steps=0), ValueError, "warmup_steps=0"),
+    (dict(window_steps=0), ValueError, "window_steps=0"),
+    (dict(repeats=-1), ValueError, "repeats=-1"),
+    (dict(repeats=True), ValueError, "repeats=True"),
+    (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
+    (dict(datamodule="both"), ValueError, "not both"),
+    (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
+    (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
+    (dict(precisions="bf16-mixed"), TypeError, r"expected a list of precisions, e.g. precisions=\['bf16-mixed'\]"),
+    (dict(precision="half"), ValueError, "precision 'half' is not one Lightning accepts"),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **{**FAST, **kwargs})
+
+
+def test_a_model_that_is_not_a_lightning_module():
+    with pytest.raises(TypeError, match="LightningModule, got Conv2d"):
+        le.tune(nn.Conv2d(3, 4, 3), DataLoader(_images(), batch_size=BATCH), **FAST)
+
+
+# ------------------------------------------------------------------------------------------------ callbacks, output
+class Counting(pl.Callback):
+    batches_seen_by_copies: list[int] = []  # class-level: the copies tune() makes append here
+
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.batches += 1
+        Counting.batches_seen_by_copies.append(batch_idx)
+
+
+def test_the_users_callbacks(tmp_path):
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "checkpoints", every_n_train_steps=1, save_top_k=-1)
+    counting = Counting()
+    Counting.batches_seen_by_copies.clear()
+    loader = DataLoader(_images(), batch_size=BATCH)
+    result = le.tune(Net(), loader, callbacks=[ckpt, le.ChannelsLast(), counting], default_root_dir=tmp_path,
+                     num_workers=False, **FP32)
+    assert list(tmp_path.rglob("*")) == []  # no checkpoint, no log
+    assert result.current == Candidate(channels_last=True)
+    assert [(m.stage, m.candidate.channels_last) for m in result.measurements] == [
+        ("current", True), ("channels_last (paired)", False), ("channels_last (paired baseline)", True)]
+    # Other callbacks train along, as copies: the user's instance saw nothing.
+    assert counting.batches == 0 and len(Counting.batches_seen_by_copies) == STEPS + PAIRED_STEPS
+    # The same checkpoint callback does write in a real fit (the check above can fail).
+    pl.Trainer(**{**TRAINER_KW, "enable_checkpointing": True}, max_steps=1, callbacks=[ckpt],
+               default_root_dir=tmp_path).fit(Net(), loader)
+    assert list((tmp_path / "checkpoints").glob("*.ckpt"))
+
+
+def test_verbose_prints_the_table_and_none_of_lightnings_info_lines(capsys, caplog):
+    caplog.set_level(logging.INFO)
+    loader = DataLoader(_images(), batch_size=BATCH)
+    result = le.tune(Net(), loader, num_workers=False, **{**FP32, "verbose": True})
+    out, err = capsys.readouterr()
+    assert out == str(result) + "\n"
+    assert "| settings | stage | images/s |" in out and out.startswith("tune(): chose ")
+    info = [r.getMessage() for r in caplog.records]
+    assert not any("GPU available" in m or "`Trainer.fit` stopped" in m for m in info), info
+    assert "GPU available" not in out + err
+    # Control: the same Trainer outside tune() does log "GPU available" where this test listens.
+    pl.Trainer(**TRAINER_KW, max_steps=1)
+    assert any("GPU available" in r.getMessage() for r in caplog.records)
+
+
+def test_a_model_of_the_unified_lightning_package():
+    unified = pytest.importorskip("lightning.pytorch", reason="the `lightning` package is not installed")
+
+    class UnifiedNet(unified.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                     nn.Linear(4, 2))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    trainers = []
+
+    class Spy(unified.Callback):
+        def on_train_start(self, trainer, pl_module):
+            trainers.append(type(trainer))
+
+    result = le.tune(UnifiedNet(), DataLoader(_images(), batch_size=BATCH), callbacks=[Spy()], num_workers=False,
+                     **FP32)
+    assert all(m.ok for m in result.measurements) and len(result.measurements) == 3  # current, a paired fit
+    assert trainers == [unified.Trainer] * 2
+
+
+# ------------------------------------------------------------------------------------------------ DDP
+@pytest.mark.ddp
+def test_ddp_ranks_choose_alike_from_rank_zeros_measurements(tmp_path):
+    """2 CPU processes (gloo, strategy="ddp", in a subprocess): every rank gets rank 0's table and choice."""
+    script = Path(__file__).with_name("ddp_tune_script.py")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2
+    assert ranks[0]["chosen"] == ranks[1]["chosen"]
+    assert ranks[0]["table"] == ranks[1]["table"]
+    assert len(ranks[0]["table"]) >= 2 and all(row["images_per_s"] for row in ranks[0]["table"])
+    assert run.stdout.count("tune(): chose") == 1  # printed by rank 0 only
+    assert "GPU available" not in run.stdout + run.stderr
+
+
+def test_noise_note_for_noisy_windows_or_the_same_settings_measured_far_apart():
+    from lightning_efficient.functional.tuning import Candidate, Measurement
+    from lightning_efficient.tuner import noise_note
+
+    cur, cl = Candidate(), Candidate(channels_last=True)
+    quiet = [Measurement(cur, "current", (100.0, 101.0, 99.0)), Measurement(cl, "channels_last", (50.0, 90.0, 70.0))]
+    assert noise_note(quiet, cur) is None  # a noisy candidate alone is the candidate's business (measured again)
+    drifting = quiet + [Measurement(cur, "channels_last, again (baseline)", (60.0, 61.0, 59.0))]
+    assert "the same settings measured 1.67x apart in two fits" in noise_note(drifting, cur)
+    noisy = [Measurement(cur, "current", (60.0, 100.0, 80.0))]
+    assert "windows of your own settings varied by 50%" in noise_note(noisy, cur)
+    failed = [Measurement(cur, "current", (100.0,)), Measurement(cur, "again", error="RuntimeError: boom")]
+    assert noise_note(failed, cur) is None
+
+
+def test_uint8_batches_without_the_converting_callback_say_where_it_goes():
+    with pytest.raises(RuntimeError, match=r"uint8 images .* callbacks=\[GPUAugmentation"):
+        le.tune(Net(), DataLoader(_images(dtype=torch.uint8), batch_size=BATCH), num_workers=False, **FP32)
+
+
+class LayoutSpy(Net):
+    """Records, at every training step, whether the batch, the conv weight, its momentum buffer and a depthwise
+    conv weight (``[C, 1, k, k]``: only its strides tell the layouts apart) are channels_last (class-level, as
+    tune() trains deep copies)."""
+
+    seen: list[tuple[bool, bool, bool | None, bool]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net.insert(0, nn.Conv2d(3, 3, 3, padding=1, groups=3))
+
+    def training_step(self, batch, batch_idx):
+        weight = self.net[1].weight
+        buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
+        LayoutSpy.seen.append((is_channels_last(batch[0]), is_channels_last(weight),
+                               None if buf is None else is_channels_last(buf), is_channels_last(self.net[0].weight)))
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("new_cl", [True, False])
+def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(new_cl):
+    LayoutSpy.seen = []
+    model = LayoutSpy()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trials = Trials(model, DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=2, repeats=2,
+                       accelerator="cpu", devices=1)
+    new, old = Candidate(channels_last=new_cl), Candidate(channels_last=not new_cl)
+    new_m, old_m = trials.pair(new, old, "channels_last")
+    probe = _InterleavedProbe([new, old], 1, 2, 3)
+    # Warm-up in the old layout, then the new one, then windows new, old, old, new, new, old (one untimed step
+    # after each switch): the batch, the weights and the optimizer state always agree with the plan.
+    assert [probe.sides[side].channels_last for side, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
+                                            not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
+                                            new_cl, not new_cl, not new_cl, not new_cl]
+    assert [batch for batch, _, _, _ in LayoutSpy.seen] == [probe.sides[side].channels_last for side, _ in probe.plan]
+    assert all(weight == batch == depthwise for batch, weight, _, depthwise in LayoutSpy.seen)
+    assert all(buf in (None, batch) for batch, _, buf, _ in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
+    assert (new_m.stage, old_m.stage) == ("channels_last (paired)", "channels_last (paired baseline)")
+    assert (new_m.candidate, old_m.candidate) == (new, old) and new_m.ok and old_m.ok
+    assert len(new_m.window_images_per_s) == len(old_m.window_images_per_s) == 3
+    assert 0.0 <= new_m.data_wait <= 1.0 and 0.0 <= old_m.data_wait <= 1.0
+    # The user's model is untouched: values and NCHW layout.
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not is_channels_last(model.net[0].weight) and not is_channels_last(model.net[1].weight)
+
+
+class Origin(Dataset):
+    """Images whose last pixel says where they were loaded: 1.0 in a worker process, 0.0 in the main one."""
+
+    def __init__(self) -> None:
+        self.data = _images()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i):
+        x, y = self.data[i]
+        x = x.clone()
+        x[-1, -1, -1] = float(get_worker_info() is not None)
+        return x, y
+
+
+class OriginSpy(LayoutSpy):
+    """Records, at every training step, whether the batch came from a worker and whether the batch and the conv
+    weight are channels_last."""
+
+    origins: list[tuple[bool, bool, bool]] = []
+
+    def training_step(self, batch, batch_idx):
+        OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
+                                  is_channels_last(self.net[1].weight)))
+        return super().training_step(batch, batch_idx)
+
+
+def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
+    OriginSpy.origins, LayoutSpy.seen = [], []
+    loader = DataLoader(Origin(), batch_size=BATCH, shuffle=True)
+    trials = Trials(OriginSpy(), loader, warmup_steps=1, window_steps=2, repeats=1, accelerator="cpu", devices=1)
+    sides = [Candidate(channels_last=cl, num_workers=w) for cl in (False, True) for w in (0, 1)]
+    found = trials.interleave(sides, [f"side {i}" for i in range(4)], rounds=3)
+    probe = _InterleavedProbe(sides, 1, 2, 3, {0: 0, 1: 2})
+    expected = [(sides[s].num_workers == 1, sides[s].channels_last, sides[s].channels_last) for s, _ in probe.plan]
+    assert OriginSpy.origins == expected  # every step: the batch from its side's loader, in its side's layout
+    # The plan: warm-up of each side, then rounds 0 1 2 3 | 3 2 1 0 | 0 1 2 3; a switch to the loader with a
+    # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
+    timed = [s for s, r in probe.plan if r is not None]
+    assert timed == [0, 0, 1, 1, 2, 2, 3, 3] + [3, 3, 2, 2, 1, 1, 0, 0] + [0, 0, 1, 1, 2, 2, 3, 3]
+    untimed_after = [sum(1 for _ in g) for key, g in __import__("itertools").groupby(probe.plan, lambda x: x[1])
+                     if key is None][1:]
+    assert sorted(set(untimed_after)) == [1, 3]
+    assert [m.stage for m in found] == ["side 0", "side 1", "side 2", "side 3"]
+    assert all(m.ok and len(m.window_images_per_s) == 3 and 0 <= m.data_wait <= 1 for m in found)
+    assert [m.candidate for m in found] == sides
+    assert loader.num_workers == 0  # the user's loader is left as it was
+
+
+def test_interleaving_needs_one_trainer_and_a_rebuildable_loader():
+    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
+                    accelerator="cpu", devices=1)
+    assert trials.interleave([Candidate(), Candidate(precision="bf16-mixed")], ["a", "b"]) is None
+    stream = Trials(Net(), Stream(), warmup_steps=1, window_steps=1, repeats=1, accelerator="cpu", devices=1)
+    assert stream.interleave([Candidate(), Candidate(num_workers=1)], ["a", "b"]) is None
 
 
 def test_candidates_that_differ_in_more_than_the_layout_are_not_paired():

@@ -339,33 +339,46 @@ def workers_bound(best: Measurement, value: Any, min_gain: float = MIN_GAIN) -> 
             f"workers could gain at most {bound:.3f}x (below the {min_gain:.0%} that counts)")
 
 
+def _in_pairs(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
+              new: Candidate, old: Candidate, stage: str, table: list[Measurement], min_gain: float,
+              remeasure: bool) -> Optional[tuple[tuple[Measurement, Measurement], PairedGain, str]]:
+    """Measure ``new`` against ``old`` in pairs (once more, pooled, when undecided and ``remeasure``); the
+    measurements go into ``table``. Returns ``(pair, gain, text)``, where ``text`` describes the gain (both runs
+    where there were two); ``None`` if ``measure_pair`` cannot pair them. A failed ``new`` gives ``gain`` without
+    ratios and the error as ``text``."""
+    pair = measure_pair(new, old, stage)
+    if pair is None:
+        return None
+    table += list(pair)
+    if not pair[0].ok:
+        return pair, PairedGain((), math.nan, math.nan, math.nan, min_gain), pair[0].error or pair[0].skipped or ""
+    gain = first = paired_gain(*pair, min_gain)
+    if gain.undecided and remeasure:
+        again = measure_pair(new, old, f"{stage}, again")
+        if again is not None:
+            table += list(again)
+            pair = pool_pairs(pair, again)
+            gain = paired_gain(*pair, min_gain)
+    against = f"against {old.label()}"
+    if first is not gain:
+        return pair, gain, (f"{first.describe()} {against}, undecided, so measured in pairs again: "
+                            f"{gain.describe()} over both runs")
+    return pair, gain, f"{gain.describe()} {against}"
+
+
 def _paired_round(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
                   cand: Candidate, best: Candidate, best_m: Measurement, factor: str, value: Any,
                   table: list[Measurement], reasons: list[str], min_gain: float, remeasure: bool) -> \
         Optional[tuple[Candidate, Measurement]]:
     """Decide ``factor=value`` from paired windows (:func:`paired_gain`): returns the new ``(best, best_m)``, or
     ``None`` if ``measure_pair`` cannot pair these candidates (the caller measures them apart)."""
-    pair = measure_pair(cand, best, factor)
-    if pair is None:
+    found = _in_pairs(measure_pair, cand, best, factor, table, min_gain, remeasure)
+    if found is None:
         return None
-    table += list(pair)
+    pair, gain, text = found
     if not pair[0].ok:
-        reasons.append(f"{factor}={value!r}: not chosen, it failed ({pair[0].error or pair[0].skipped}).")
+        reasons.append(f"{factor}={value!r}: not chosen, it failed ({text}).")
         return best, best_m
-    gain = paired_gain(*pair, min_gain)
-    first = gain
-    if gain.undecided and remeasure:
-        again = measure_pair(cand, best, f"{factor}, again")
-        if again is not None:
-            table += list(again)
-            pair = pool_pairs(pair, again)
-            gain = paired_gain(*pair, min_gain)
-    against = f"against {best.label()}"
-    if first is not gain:
-        text = (f"{first.describe()} {against}, undecided, so measured in pairs again: {gain.describe()} over both "
-                "runs")
-    else:
-        text = f"{gain.describe()} {against}"
     if gain.kept:
         reasons.append(f"{factor}={value!r}: kept, {text}.")
         return cand, pair[0]
@@ -385,7 +398,7 @@ def search(
     remeasure: bool = True,
     noisy_spread: float = NOISY_SPREAD,
     measure_pair: Optional[Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]]] = None,
-    paired: Sequence[str] = ("channels_last",),
+    paired: Sequence[str] = ("channels_last", "num_workers"),
 ) -> tuple[Candidate, list[Measurement], list[str]]:
     """Choose settings one factor at a time (see the module docstring).
 
@@ -496,7 +509,22 @@ def search(
                 reasons.append(f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()}, "
                                f"{verdict}.")
     changed = best.differences(current)
-    if len(changed) >= 2:
+    confirmed_in_pairs = None
+    if len(changed) >= 2 and measure_pair is not None and set(changed) <= set(paired) and not best.compile:
+        confirmed_in_pairs = _in_pairs(measure_pair, best, current, "confirm", table, min_gain, remeasure)
+    if confirmed_in_pairs is not None:
+        pair, gain, text = confirmed_in_pairs
+        if gain.kept:
+            reasons.append(f"confirmed: {best.label()} is {text}.")
+        elif not pair[0].ok:
+            reasons.append(f"not confirmed: measuring {best.label()} in pairs with the current settings failed "
+                           f"({text}); keeping the current settings.")
+            best = current
+        else:
+            reasons.append(f"not confirmed: {best.label()} measured {text}: no gain shown beyond the noise; keeping "
+                           "the current settings.")
+            best = current
+    elif len(changed) >= 2:
         again_current = measure(current, "confirm")
         again_best = measure(best, "confirm")
         table += [again_current, again_best]
@@ -598,33 +626,39 @@ class TuneResult:
         found = [m for m in self.measurements if m.candidate == candidate and m.ok]
         return found[-1] if found else None
 
+    def _direct_pairs(self) -> Optional[tuple[Measurement, Measurement]]:
+        """The chosen and the current settings measured against each other in pairs (a single change, or the
+        confirmation of several), every such run pooled; ``None`` if they never were."""
+        found: Optional[tuple[Measurement, Measurement]] = None
+        for m, b in zip(self.measurements, self.measurements[1:]):
+            if m.stage.endswith("(paired)") and b.stage.endswith("(paired baseline)") and m.ok and b.ok and \
+                    (m.candidate, b.candidate) == (self.chosen, self.current):
+                found = (m, b) if found is None else pool_pairs(found, (m, b))
+        return found
+
     @property
     def speedup(self) -> float:
-        """Images/s of the chosen settings over the current ones, from the same stage of measurement (the
-        confirmation when there was one, both its rounds pooled; else the paired windows' gain when the two were
-        measured in pairs, :func:`paired_gain`); 1.0 when the current settings were kept."""
+        """Images/s of the chosen settings over the current ones, from the same stage of measurement: the
+        paired windows' gain (:func:`paired_gain`) where the two were measured against each other in pairs;
+        else the confirmation in separate fits, both its rounds pooled; 1.0 when the current settings were
+        kept."""
         if self.chosen == self.current:
             return 1.0
+        pairs = self._direct_pairs()
+        if pairs is not None:
+            return paired_gain(*pairs).gain
         confirm: dict[Candidate, Measurement] = {}
         for m in self.measurements:  # both rounds of the confirmation, pooled
             if m.stage.startswith("confirm") and m.ok:
                 confirm[m.candidate] = pool(confirm[m.candidate], m) if m.candidate in confirm else m
         if self.chosen in confirm and self.current in confirm:
             return _ratio(confirm[self.chosen], confirm[self.current])
-        paired: dict[Candidate, Measurement] = {}
-        for m in self.measurements:  # the chosen and the current settings measured in pairs, every run pooled
-            if "(paired" in m.stage and m.ok and m.candidate in (self.chosen, self.current):
-                paired[m.candidate] = pool(paired[m.candidate], m) if m.candidate in paired else m
-        if self.chosen in paired and self.current in paired and \
-                len(paired[self.chosen].window_images_per_s) == len(paired[self.current].window_images_per_s):
-            return paired_gain(paired[self.chosen], paired[self.current]).gain
         chosen, current = self.measured(self.chosen), self.measured(self.current)
         return _ratio(chosen, current) if chosen and current else math.nan
 
     def _paired_only(self) -> bool:
-        """Whether :attr:`speedup` comes from paired windows (no confirmation of a combination)."""
-        return not any(m.stage.startswith("confirm") for m in self.measurements) and any(
-            "(paired" in m.stage and m.candidate == self.chosen for m in self.measurements)
+        """Whether :attr:`speedup` comes from paired windows."""
+        return self._direct_pairs() is not None
 
     # ---------------------------------------------------------------- output
     def rows(self) -> list[dict[str, Any]]:

@@ -266,6 +266,44 @@ def test_candidates_that_cannot_be_paired_are_measured_apart():
     assert pairs.calls == [] and bench.stages == ["current", "channels_last"]
 
 
+W0, W1 = Candidate(num_workers=0), Candidate(num_workers=1)
+
+
+def test_num_workers_is_measured_in_pairs_and_a_combination_is_confirmed_in_pairs():
+    # Current: workers=1. channels_last gains 1.10x, workers=0 1.05x on top: both kept from pairs, then the
+    # combination is measured in pairs against the current settings (no separate fit after "current").
+    runs = {"channels_last": [1.10, 1.11, 1.09, 1.10], "num_workers": [1.05, 1.06, 1.04, 1.05],
+            "confirm": [1.15, 1.16, 1.14, 1.16]}
+    pairs = PairBench(lambda s: runs[s])
+    bench = Bench(lambda c, s: 100.0, noise=0.2)
+    start = W1
+    chosen, table, reasons = search(start, {"channels_last": [False, True], "num_workers": [0, 1]}, bench,
+                                    measure_pair=pairs)
+    both = Candidate(channels_last=True, num_workers=0)
+    assert chosen == both and bench.stages == ["current"]
+    assert pairs.calls == [(replace(W1, channels_last=True), W1, "channels_last"),
+                           (both, replace(W1, channels_last=True), "num_workers"), (both, W1, "confirm")]
+    assert reasons[2].startswith("confirmed: 32-true, channels_last, workers=0 is 1.15x in 4 pairs")
+    result = TuneResult(current=start, chosen=chosen, measurements=table, reasons=reasons)
+    assert result.speedup == pytest.approx(paired_gain(table[-2], table[-1]).gain)  # the confirming pairs
+    assert "measured in pairs" in str(result).splitlines()[0]
+
+
+def test_a_combination_not_confirmed_in_pairs_keeps_the_current_settings():
+    runs = {"channels_last": [1.10] * 4, "num_workers": [1.05] * 4, "confirm": [1.0, 0.99, 1.01, 1.0]}
+    pairs = PairBench(lambda s: runs[s])
+    chosen, table, reasons = search(W1, {"channels_last": [False, True], "num_workers": [0, 1]},
+                                    Bench(lambda c, s: 100.0), measure_pair=pairs)
+    assert chosen == W1 and [s for _, _, s in pairs.calls][-1] == "confirm"
+    assert reasons[2].startswith("not confirmed: 32-true, channels_last, workers=0 measured 1.00x in 4 pairs")
+    assert reasons[2].endswith("no gain shown beyond the noise; keeping the current settings.")
+    # A combination that includes a factor measured apart (precision) is confirmed in separate fits.
+    bench = Bench(_separable({"precision": {"bf16-mixed": 1.5}}))
+    chosen, _, reasons = search(W1, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
+                                bench, measure_pair=PairBench(lambda s: [1.10] * 4))
+    assert chosen == Candidate("bf16-mixed", True, num_workers=1) and bench.stages[-2:] == ["confirm", "confirm"]
+
+
 # ------------------------------------------------------------------------------------------------ Measurement
 def test_measurement_median_spread_and_ok():
     m = _m([90.0, 110.0, 100.0])
