@@ -215,9 +215,17 @@ class _InterleavedProbe(_Clock):
     converted; batches are converted to channels_last in the ``"layout"`` stage of the batch pipeline (as
     :class:`ChannelsLast` does) while the layout is. The loader is switched through :attr:`data_workers`, which
     :class:`_SwitchingLoader` asks at each fetch.
+
+    Common random numbers: when the batch of the ``j``-th step of a timed window of round ``r`` enters the batch
+    pipeline (its first stage, after the fetch), the torch and Python RNGs are seeded alike for every side
+    (``seed + 1000 r + j``, the seed drawn once at ``setup``), so that the sides of a round train with the same
+    random draws (augmentation on the device, such as TrivialAugment's choice of operation, and dropout) and a
+    costly draw does not fall on one side only; the draws differ from round to round. :class:`Trials` sets the
+    global RNGs back afterwards.
     """
 
     _STAGE = "tune-paired-layout"
+    _SEED_STAGE = "tune-paired-seed"
 
     def __init__(self, sides: Sequence[Candidate], warmup: int, window: int, rounds: int,
                  head_start: Optional[Mapping[Optional[int], int]] = None) -> None:
@@ -246,12 +254,22 @@ class _InterleavedProbe(_Clock):
         self.names: set[str] = set()
         self._pipeline: Any = None
         self._convert: Any = None
+        self._seed = 0
+        #: timed step -> its offset from the fit's seed: 1000 x round + its index in the window
+        self.offsets: dict[int, int] = {}
+        for k, (side, r) in enumerate(plan):
+            if r is not None:
+                self.offsets[k] = 1000 * r + (self.offsets[k - 1] % 1000 + 1 if plan[k - 1] == (side, r) else 0)
 
     def data_workers(self) -> Optional[int]:
         """``num_workers`` of the side whose step the next batch feeds."""
         return self.sides[self.side].num_workers
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._seed = int(torch.randint(0, 2**31 - 1 - 1000 * (self.rounds + 1), ()))
+        # The seeding runs as the first stage of the batch pipeline, after the batch is fetched (a loader draws from
+        # the global RNG when it starts an epoch) and before the device transforms and the step that use it.
+        self._pipeline = add_stage(trainer, pl_module, self._SEED_STAGE, self._seed_step, "decode")
         if not any(s.channels_last for s in self.sides):
             return
         report = convert_module_to_channels_last(pl_module)
@@ -261,9 +279,18 @@ class _InterleavedProbe(_Clock):
         self._pipeline = add_stage(trainer, pl_module, self._STAGE,
                                    lambda batch, idx: self._convert(batch) if self.cl else batch, "layout")
 
+    def _seed_step(self, batch: Any, dataloader_idx: int) -> Any:
+        offset = self.offsets.get(len(self.samples))  # the step this batch feeds
+        if offset is not None:
+            torch.manual_seed(self._seed + offset)
+            random.seed(self._seed + offset)
+        return batch
+
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self._pipeline is not None:
-            self._pipeline.remove(self._STAGE)
+            for name in (self._SEED_STAGE, self._STAGE):
+                if name in self._pipeline.names():
+                    self._pipeline.remove(name)
         self._pipeline = None
 
     def _switch(self, pl_module: Any, optimizers: Any, cl: bool) -> None:
@@ -298,6 +325,7 @@ class _InterleavedProbe(_Clock):
             cl = self.sides[self.side].channels_last
             if cl != self.cl:
                 self._switch(pl_module, [getattr(o, "optimizer", o) for o in trainer.optimizers], cl)
+
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         windows: dict[tuple[int, int], list[int]] = {}
@@ -567,20 +595,21 @@ def tune(
 
     For each candidate a copy of ``model`` trains for ``warmup_steps + repeats * window_steps`` optimizer steps
     through a ``Trainer(**trainer_kwargs)`` (validation, logging and checkpoints off); training images/s is
-    measured over each window of ``window_steps`` steps (data wait included). ``channels_last`` is measured in
-    pairs: one fit trains both layouts, switching every window (``repeats + 1`` pairs of adjacent windows, each
-    switch followed by one untimed step), and it is kept if the pairs' geometric-mean gain is above 2% with a
-    one-sided 95% lower bound above 1 (measured in pairs once more unless that holds or the upper bound is at
-    most 1.02);
-    separate short fits of the same settings differ by 10-15% on a busy CPU, adjacent windows share the
-    machine's state. More ``num_workers`` than the loader has are not measured when the data wait of the
-    current settings bounds their gain below 2%. The other factors are varied one at a time
+    measured over each window of ``window_steps`` steps (data wait included). ``channels_last`` and
+    ``num_workers`` are measured in pairs: one fit trains both settings, switching every window (``repeats + 1``
+    pairs of adjacent windows; each switch followed by one untimed step, plus, for a switch of loader, as many as
+    the batches its workers prepared while idle), and a change is kept if the pairs' geometric-mean gain is
+    above 2% with a one-sided 95% lower bound above 1 (measured in pairs once more unless that holds or the
+    upper bound is at most 1.02); separate short fits of the same settings differ by 10-15% on a busy CPU,
+    adjacent windows share the machine's state. More ``num_workers`` than the loader has are not measured when
+    the data wait of the current settings bounds their gain below 2%. The other factors are varied one at a time
     against the best so far and a change is kept only if it beats the spread of the repeated windows, or, when
     undecided (a gain above 2% but within that spread, or windows too noisy to say), if a second round measured
     back to back shows a gain
     (:func:`~lightning_efficient.functional.tuning.search`); a combination of several changes is confirmed
-    against the current settings once more (twice, in the reverse order the second time, when the first
-    confirmation shows no gain but is not slower beyond the noise). A candidate that raises (an op unsupported in bf16, a compile
+    against the current settings once more: in pairs when only channels_last and ``num_workers`` changed, else
+    in separate fits (twice, in the reverse order the second time, when the first confirmation shows no gain but
+    is not slower beyond the noise). A candidate that raises (an op unsupported in bf16, a compile
     error) is reported in the table and never chosen.
 
     Candidates: ``precision`` (``32-true``; ``bf16-mixed`` where the hardware runs it natively: CUDA with bf16,
@@ -912,7 +941,7 @@ def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str
             f"the same settings measured {drift + 1:.2f}x apart in two fits")
     paired = any("(paired" in m.stage for m in table)
     return (f"the machine is noisy: {seen} (something else may be running); differences below that are not told "
-            f"apart" + (" between separate fits (channels_last, measured in pairs within one fit, is less affected)"
+            f"apart" + (" between separate fits (what was measured in pairs within one fit is less affected)"
                         if paired else "") + ". Rerun tune() on a quiet machine, or raise window_steps/repeats.")
 
 

@@ -621,15 +621,17 @@ class OriginSpy(LayoutSpy):
     weight are channels_last."""
 
     origins: list[tuple[bool, bool, bool]] = []
+    draws: list[float] = []
 
     def training_step(self, batch, batch_idx):
         OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
                                   is_channels_last(self.net[1].weight)))
+        OriginSpy.draws.append(float(torch.rand(())))
         return super().training_step(batch, batch_idx)
 
 
 def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
-    OriginSpy.origins, LayoutSpy.seen = [], []
+    OriginSpy.origins, OriginSpy.draws, LayoutSpy.seen = [], [], []
     loader = DataLoader(Origin(), batch_size=BATCH, shuffle=True)
     trials = Trials(OriginSpy(), loader, warmup_steps=1, window_steps=2, repeats=1, accelerator="cpu", devices=1)
     sides = [Candidate(channels_last=cl, num_workers=w) for cl in (False, True) for w in (0, 1)]
@@ -637,6 +639,14 @@ def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
     probe = _InterleavedProbe(sides, 1, 2, 3, {0: 0, 1: 2})
     expected = [(sides[s].num_workers == 1, sides[s].channels_last, sides[s].channels_last) for s, _ in probe.plan]
     assert OriginSpy.origins == expected  # every step: the batch from its side's loader, in its side's layout
+    # Common random numbers: the j-th step of a round's windows draws the same on every side, another round not.
+    by_round: dict[tuple[int, int], set[float]] = {}
+    for k, (side, r) in enumerate(probe.plan):
+        if r is not None:
+            j = sum(1 for s, rr in probe.plan[:k] if (s, rr) == (side, r))
+            by_round.setdefault((r, j), set()).add(OriginSpy.draws[k])
+    assert len(by_round) == 6 and all(len(v) == 1 for v in by_round.values())
+    assert len(set().union(*by_round.values())) == 6
     # The plan: warm-up of each side, then rounds 0 1 2 3 | 3 2 1 0 | 0 1 2 3; a switch to the loader with a
     # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
     timed = [s for s, r in probe.plan if r is not None]
@@ -864,15 +874,17 @@ class OriginSpy(LayoutSpy):
     weight are channels_last."""
 
     origins: list[tuple[bool, bool, bool]] = []
+    draws: list[float] = []
 
     def training_step(self, batch, batch_idx):
         OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
                                   is_channels_last(self.net[1].weight)))
+        OriginSpy.draws.append(float(torch.rand(())))
         return super().training_step(batch, batch_idx)
 
 
 def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
-    OriginSpy.origins, LayoutSpy.seen = [], []
+    OriginSpy.origins, OriginSpy.draws, LayoutSpy.seen = [], [], []
     loader = DataLoader(Origin(), batch_size=BATCH, shuffle=True)
     trials = Trials(OriginSpy(), loader, warmup_steps=1, window_steps=2, repeats=1, accelerator="cpu", devices=1)
     sides = [Candidate(channels_last=cl, num_workers=w) for cl in (False, True) for w in (0, 1)]
@@ -880,6 +892,14 @@ def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
     probe = _InterleavedProbe(sides, 1, 2, 3, {0: 0, 1: 2})
     expected = [(sides[s].num_workers == 1, sides[s].channels_last, sides[s].channels_last) for s, _ in probe.plan]
     assert OriginSpy.origins == expected  # every step: the batch from its side's loader, in its side's layout
+    # Common random numbers: the j-th step of a round's windows draws the same on every side, another round not.
+    by_round: dict[tuple[int, int], set[float]] = {}
+    for k, (side, r) in enumerate(probe.plan):
+        if r is not None:
+            j = sum(1 for s, rr in probe.plan[:k] if (s, rr) == (side, r))
+            by_round.setdefault((r, j), set()).add(OriginSpy.draws[k])
+    assert len(by_round) == 6 and all(len(v) == 1 for v in by_round.values())
+    assert len(set().union(*by_round.values())) == 6
     # The plan: warm-up of each side, then rounds 0 1 2 3 | 3 2 1 0 | 0 1 2 3; a switch to the loader with a
     # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
     timed = [s for s, r in probe.plan if r is not None]

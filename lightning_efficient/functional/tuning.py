@@ -7,20 +7,21 @@ user's model and data) and decides, one factor at a time, which settings to keep
 1. measure the user's current settings;
 2. for each factor in turn (``precision``, ``channels_last``, ``num_workers``, ``compile``), measure each other
    value with the best settings found so far and keep it only if it :func:`beats` them by more than the
-   measurements' own noise. ``channels_last`` is measured in pairs where the caller can (``measure_pair``: both
-   layouts in one fit, window by window in alternation), and kept if the pairs' gain is above 2% with a 95%
-   lower bound above 1 (:func:`paired_gain`; measured in pairs once more when neither that nor an upper bound
-   at most 1.02 holds): separate short fits of the same settings differ by 10-15% on a
+   measurements' own noise. ``channels_last`` and ``num_workers`` are measured in pairs where the caller can
+   (``measure_pair``: both settings in one fit, window by window in alternation), and kept if the pairs' gain
+   is above 2% with a 95% lower bound above 1 (:func:`paired_gain`; measured in pairs once more when neither
+   that nor an upper bound at most 1.02 holds): separate short fits of the same settings differ by 10-15% on a
    busy CPU, which hides a 10-20% gain, while adjacent windows see the same machine. More ``num_workers`` than
    the best so far are not measured when its data wait (:attr:`Measurement.data_wait`) bounds their gain below
    2% (:func:`workers_bound`). For the other factors an undecided value (a gain above 2% but within the noise, or a measurement whose
    windows spread by more than 30%) is measured again, back to back in the reverse order, and kept only if that
    second round, with windows spread by at most 30%, shows a gain, and so do both rounds pooled;
 3. if more than one factor changed, measure the current settings and the combination once more (the combination
-   was never measured against the user's settings) and keep the combination only if it still beats them; a
-   confirmation that shows no gain but is not slower beyond the noise contradicts the rounds before it and is
-   undecided too: both are measured again in the reverse order, and the combination is kept only if that round
-   and both rounds pooled show a gain.
+   was never measured against the user's settings) and keep the combination only if it still beats them: in
+   pairs, by the paired rule of step 2, where every changed factor is one ``measure_pair`` switches; else in
+   separate fits, where a confirmation that shows no gain but is not slower beyond the noise contradicts the
+   rounds before it and is undecided too: both are measured again in the reverse order, and the combination is
+   kept only if that round and both rounds pooled show a gain.
 
 Cost grows with the sum of the numbers of values per factor (plus two for each undecided value or confirmation),
 not their product. Units: images/s (training
@@ -427,8 +428,10 @@ def search(
             in ``paired`` (not for compiled candidates): a change is kept if its paired gain is above
             ``min_gain`` with a 95% lower bound above 1; an undecided one (neither that, nor an upper bound at
             most ``1 + min_gain``) is measured in pairs once more (``remeasure``) and decided on both runs' pairs.
-        paired: the factors measured with ``measure_pair`` (default: ``channels_last``, which can be switched
-            inside one fit; ``num_workers`` needs another loader and ``precision`` another Trainer).
+        paired: the factors measured with ``measure_pair`` (default: ``channels_last`` and ``num_workers``,
+            which one fit can switch between: the layout of weights and batches, the loader drawn from;
+            ``precision`` needs another Trainer). A confirmation of changes all in ``paired`` is measured in
+            pairs too.
 
     Returns:
         ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
