@@ -42,6 +42,7 @@ from lightning_efficient.functional.tuning import (
     TuneResult,
     compile_submodules,
     search,
+    tuning_cost_note,
 )
 from lightning_efficient.pipeline import add_stage
 from lightning_efficient.precision import cpu_has_native_bf16
@@ -602,7 +603,8 @@ def tune(
     above 2% with a one-sided 95% lower bound above 1 (measured in pairs once more unless that holds or the
     upper bound is at most 1.02); separate short fits of the same settings differ by 10-15% on a busy CPU,
     adjacent windows share the machine's state. More ``num_workers`` than the loader has are not measured when
-    the data wait of the current settings bounds their gain below 2%. The other factors are varied one at a time
+    the data wait of the current settings bounds their gain below 2% (unless you list them in ``num_workers``).
+    The other factors are varied one at a time
     against the best so far and a change is kept only if it beats the spread of the repeated windows, or, when
     undecided (a gain above 2% but within that spread, or windows too noisy to say), if a second round measured
     back to back shows a gain
@@ -625,8 +627,9 @@ def tune(
         channels_last: try ``ChannelsLast`` on and off (``False``: keep as given).
         compile: try ``torch.compile``; ``None`` (default): on CUDA only, where compilation takes seconds and
             can pay off (on a 2-core CPU it takes ~45-60 s for ResNet-18, more than the whole tuning budget).
-        num_workers: worker counts to try; ``None``: 0, a quarter, half and all but one of the CPUs;
-            ``False``: keep the loader's.
+        num_workers: worker counts to try, each measured; ``None``: 0, a quarter, half and all but one of the
+            CPUs (``[0, 1]`` on 2 CPUs), more than the loader's skipped when the data wait bounds their gain below
+            2%; ``False``: keep the loader's.
         warmup_steps: untimed optimizer steps first (allocation, kernel selection, compilation).
         window_steps: optimizer steps per timed window.
         repeats: timed windows per candidate; their spread is the noise a gain must beat.
@@ -672,6 +675,10 @@ def tune(
                     repeats=repeats, **trainer_kwargs)
     precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
     workers, workers_note = _worker_options(trials.loader, num_workers)
+    if workers_note and num_workers not in (None, True, False) and _is_global_zero():
+        warnings.warn(f"tune(num_workers={list(num_workers)!r}): the worker counts you listed are not measured: "
+                      f"{workers_note.split(': ', 1)[-1]}. Set num_workers where you build the loader.", UserWarning,
+                      stacklevel=2)
     current = trials.current if workers else replace(trials.current, num_workers=None)
     if compile is None:
         compile = trials.device == "cuda"
@@ -688,7 +695,8 @@ def tune(
     try:
         planned_images = planned * batch_size_guess(trials.loader) if planned else None
         chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped,
-                                       remeasure=remeasure, measure_pair=trials.pair)
+                                       remeasure=remeasure, measure_pair=trials.pair,
+                                       bound_workers=num_workers is None or num_workers is True)
     except RuntimeError as err:
         if any(word in str(err) for word in ("Byte", "uint8", "unsigned char")):
             raise RuntimeError(
@@ -703,10 +711,14 @@ def tune(
         notes.append(text)
         if _is_global_zero():
             warnings.warn(f"tune(): {text}", UserWarning, stacklevel=2)
+    tuning_s = time.perf_counter() - started
+    chosen_m = next((m for m in reversed(table) if m.ok and m.candidate == chosen), None)
+    cost = tuning_cost_note(tuning_s, planned, trials.batch_size, chosen_m.images_per_s if chosen_m else math.nan)
+    if cost:
+        notes.append(cost)
     result = TuneResult(
         current=current, chosen=chosen, measurements=table, reasons=reasons, planned_steps=planned,
-        batch_size=trials.batch_size, tuning_s=time.perf_counter() - started,
-        machine=machine_text(trials.device), notes=notes,
+        batch_size=trials.batch_size, tuning_s=tuning_s, machine=machine_text(trials.device), notes=notes,
     )
     if verbose and _is_global_zero():
         print(result)
@@ -750,6 +762,11 @@ class Trials:
         for name, value in (("warmup_steps", warmup_steps), ("window_steps", window_steps), ("repeats", repeats)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"tune({name}={value!r}): expected an integer >= 1.")
+        if any(isinstance(train_dataloaders, package.LightningDataModule) for package in LIGHTNING_PACKAGES):
+            if datamodule is not None:
+                raise ValueError("tune(): pass one LightningDataModule, as train_dataloaders or as datamodule, not "
+                                 "both (as for Trainer.fit).")
+            train_dataloaders, datamodule = None, train_dataloaders  # tune(model, dm), as trainer.fit(model, dm)
         if train_dataloaders is not None and datamodule is not None:
             raise ValueError("tune(): pass train_dataloaders or datamodule, not both (as for Trainer.fit).")
         check_trainer_kwargs(trainer_kwargs, "tune()", [self.trainer_cls])
@@ -929,7 +946,9 @@ def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str
     """A warning text if the measurements are too noisy to trust, else ``None``: the windows of the user's own
     settings spread by more than :data:`NOISY_SPREAD`, or two measurements of the same settings (e.g. a second
     round) differ by more than that."""
-    spread = max((m.spread for m in table if m.ok and m.candidate == current), default=0.0)
+    own = [m for m in table if m.ok and m.candidate == current]
+    noisiest = max(own, key=lambda m: m.spread, default=None)
+    spread = noisiest.spread if noisiest is not None else 0.0
     medians: dict[Candidate, list[float]] = {}
     for m in table:
         if m.ok:
@@ -937,7 +956,8 @@ def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str
     drift = max((max(v) / min(v) - 1 for v in medians.values() if len(v) > 1 and min(v) > 0), default=0.0)
     if spread <= NOISY_SPREAD and drift <= NOISY_SPREAD:
         return None
-    seen = (f"windows of your own settings varied by {spread:.0%}" if spread >= drift else
+    row = f" (the {noisiest.stage!r} row)" if noisiest is not None and noisiest.stage != "current" else ""
+    seen = (f"windows of your own settings{row} varied by {spread:.0%}" if spread >= drift else
             f"the same settings measured {drift + 1:.2f}x apart in two fits")
     paired = any("(paired" in m.stage for m in table)
     return (f"the machine is noisy: {seen} (something else may be running); differences below that are not told "

@@ -278,6 +278,15 @@ def test_a_datamodule_and_its_batch_hooks_are_used():
     assert result.batch_size == BATCH and result.current == Candidate(num_workers=0)
 
 
+def test_a_datamodule_passed_as_train_dataloaders_is_one_as_in_fit():
+    dm = RecordingData()
+    result = le.tune(Net(), dm, num_workers=[0, 1], channels_last=False, **FP32)  # as trainer.fit(model, dm)
+    assert [m.stage for m in result.measurements] == ["current", "num_workers (paired)", "num_workers (paired baseline)"]
+    assert dm.calls["after"] > 0 and not any("not tuned" in n for n in result.notes)
+    with pytest.raises(ValueError, match="one LightningDataModule"):
+        le.tune(Net(), dm, datamodule=dm, **FP32)
+
+
 def test_a_model_that_defines_train_dataloader():
     result = le.tune(NetWithData(), num_workers=[0, 1], channels_last=False, **FP32)
     assert [(m.stage, m.candidate.num_workers, m.ok) for m in result.measurements] == [
@@ -294,6 +303,14 @@ class Stream(IterableDataset):
         g = torch.Generator().manual_seed(0)
         for _ in range(5):
             yield torch.randn(BATCH, 3, 8, 8, generator=g), torch.randint(0, 2, (BATCH,), generator=g)
+
+
+def test_worker_counts_asked_for_a_loader_that_cannot_be_rebuilt_are_warned_about():
+    with pytest.warns(UserWarning, match=r"tune\(num_workers=\[0, 1\]\): the worker counts you listed are not "
+                                         r"measured: the dataset is an IterableDataset.*Set num_workers where"):
+        result = le.tune(Net(), DataLoader(Stream(), batch_size=None), num_workers=[0, 1], channels_last=False,
+                         **FP32)
+    assert result.current.num_workers is None
 
 
 def test_an_iterable_dataset_is_measured_without_tuning_its_workers():
@@ -670,262 +687,6 @@ def test_only_settings_one_fit_can_switch_between_are_interleaved():
     stream = Trials(Net(), DataLoader(Stream(), batch_size=None), warmup_steps=1, window_steps=1, repeats=1,
                     accelerator="cpu", devices=1)
     assert stream.interleave([Candidate(), Candidate(num_workers=1)], ["a", "b"]) is None
-
-
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(warmup_steps=0), ValueError, "warmup_steps=0"),
-    (dict(window_steps=0), ValueError, "window_steps=0"),
-    (dict(repeats=-1), ValueError, "repeats=-1"),
-    (dict(repeats=True), ValueError, "repeats=True"),
-    (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
-    (dict(datamodule="both"), ValueError, "not both"),
-    (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
-    (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
-    (dict(precisions="bf16-mixed"), TypeError, r"expected a list of precisions, e.g. precisions=\['bf16-mixed'\]"),
-    (dict(precision="half"), ValueError, "precision 'half' is not one Lightning accepts"),
-])
-def test_bad_arguments(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **{**FAST, **kwargs})
-
-
-def test_a_model_that_is_not_a_lightning_module():
-    with pytest.raises(TypeError, match="LightningModule, got Conv2d"):
-        le.tune(nn.Conv2d(3, 4, 3), DataLoader(_images(), batch_size=BATCH), **FAST)
-
-
-# ------------------------------------------------------------------------------------------------ callbacks, output
-class Counting(pl.Callback):
-    batches_seen_by_copies: list[int] = []  # class-level: the copies tune() makes append here
-
-    def __init__(self) -> None:
-        self.batches = 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.batches += 1
-        Counting.batches_seen_by_copies.append(batch_idx)
-
-
-def test_the_users_callbacks(tmp_path):
-    ckpt = ModelCheckpoint(dirpath=tmp_path / "checkpoints", every_n_train_steps=1, save_top_k=-1)
-    counting = Counting()
-    Counting.batches_seen_by_copies.clear()
-    loader = DataLoader(_images(), batch_size=BATCH)
-    result = le.tune(Net(), loader, callbacks=[ckpt, le.ChannelsLast(), counting], default_root_dir=tmp_path,
-                     num_workers=False, **FP32)
-    assert list(tmp_path.rglob("*")) == []  # no checkpoint, no log
-    assert result.current == Candidate(channels_last=True)
-    assert [(m.stage, m.candidate.channels_last) for m in result.measurements] == [
-        ("current", True), ("channels_last (paired)", False), ("channels_last (paired baseline)", True)]
-    # Other callbacks train along, as copies: the user's instance saw nothing.
-    assert counting.batches == 0 and len(Counting.batches_seen_by_copies) == STEPS + PAIRED_STEPS
-    # The same checkpoint callback does write in a real fit (the check above can fail).
-    pl.Trainer(**{**TRAINER_KW, "enable_checkpointing": True}, max_steps=1, callbacks=[ckpt],
-               default_root_dir=tmp_path).fit(Net(), loader)
-    assert list((tmp_path / "checkpoints").glob("*.ckpt"))
-
-
-def test_verbose_prints_the_table_and_none_of_lightnings_info_lines(capsys, caplog):
-    caplog.set_level(logging.INFO)
-    loader = DataLoader(_images(), batch_size=BATCH)
-    result = le.tune(Net(), loader, num_workers=False, **{**FP32, "verbose": True})
-    out, err = capsys.readouterr()
-    assert out == str(result) + "\n"
-    assert "| settings | stage | images/s |" in out and out.startswith("tune(): chose ")
-    info = [r.getMessage() for r in caplog.records]
-    assert not any("GPU available" in m or "`Trainer.fit` stopped" in m for m in info), info
-    assert "GPU available" not in out + err
-    # Control: the same Trainer outside tune() does log "GPU available" where this test listens.
-    pl.Trainer(**TRAINER_KW, max_steps=1)
-    assert any("GPU available" in r.getMessage() for r in caplog.records)
-
-
-def test_a_model_of_the_unified_lightning_package():
-    unified = pytest.importorskip("lightning.pytorch", reason="the `lightning` package is not installed")
-
-    class UnifiedNet(unified.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                     nn.Linear(4, 2))
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return nn.functional.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    trainers = []
-
-    class Spy(unified.Callback):
-        def on_train_start(self, trainer, pl_module):
-            trainers.append(type(trainer))
-
-    result = le.tune(UnifiedNet(), DataLoader(_images(), batch_size=BATCH), callbacks=[Spy()], num_workers=False,
-                     **FP32)
-    assert all(m.ok for m in result.measurements) and len(result.measurements) == 3  # current, a paired fit
-    assert trainers == [unified.Trainer] * 2
-
-
-# ------------------------------------------------------------------------------------------------ DDP
-@pytest.mark.ddp
-def test_ddp_ranks_choose_alike_from_rank_zeros_measurements(tmp_path):
-    """2 CPU processes (gloo, strategy="ddp", in a subprocess): every rank gets rank 0's table and choice."""
-    script = Path(__file__).with_name("ddp_tune_script.py")
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300,
-                         env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2
-    assert ranks[0]["chosen"] == ranks[1]["chosen"]
-    assert ranks[0]["table"] == ranks[1]["table"]
-    assert len(ranks[0]["table"]) >= 2 and all(row["images_per_s"] for row in ranks[0]["table"])
-    assert run.stdout.count("tune(): chose") == 1  # printed by rank 0 only
-    assert "GPU available" not in run.stdout + run.stderr
-
-
-def test_noise_note_for_noisy_windows_or_the_same_settings_measured_far_apart():
-    from lightning_efficient.functional.tuning import Candidate, Measurement
-    from lightning_efficient.tuner import noise_note
-
-    cur, cl = Candidate(), Candidate(channels_last=True)
-    quiet = [Measurement(cur, "current", (100.0, 101.0, 99.0)), Measurement(cl, "channels_last", (50.0, 90.0, 70.0))]
-    assert noise_note(quiet, cur) is None  # a noisy candidate alone is the candidate's business (measured again)
-    drifting = quiet + [Measurement(cur, "channels_last, again (baseline)", (60.0, 61.0, 59.0))]
-    assert "the same settings measured 1.67x apart in two fits" in noise_note(drifting, cur)
-    noisy = [Measurement(cur, "current", (60.0, 100.0, 80.0))]
-    assert "windows of your own settings varied by 50%" in noise_note(noisy, cur)
-    failed = [Measurement(cur, "current", (100.0,)), Measurement(cur, "again", error="RuntimeError: boom")]
-    assert noise_note(failed, cur) is None
-
-
-def test_uint8_batches_without_the_converting_callback_say_where_it_goes():
-    with pytest.raises(RuntimeError, match=r"uint8 images .* callbacks=\[GPUAugmentation"):
-        le.tune(Net(), DataLoader(_images(dtype=torch.uint8), batch_size=BATCH), num_workers=False, **FP32)
-
-
-class LayoutSpy(Net):
-    """Records, at every training step, whether the batch, the conv weight, its momentum buffer and a depthwise
-    conv weight (``[C, 1, k, k]``: only its strides tell the layouts apart) are channels_last (class-level, as
-    tune() trains deep copies)."""
-
-    seen: list[tuple[bool, bool, bool | None, bool]] = []
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.net.insert(0, nn.Conv2d(3, 3, 3, padding=1, groups=3))
-
-    def training_step(self, batch, batch_idx):
-        weight = self.net[1].weight
-        buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
-        LayoutSpy.seen.append((is_channels_last(batch[0]), is_channels_last(weight),
-                               None if buf is None else is_channels_last(buf), is_channels_last(self.net[0].weight)))
-        return super().training_step(batch, batch_idx)
-
-
-@pytest.mark.parametrize("new_cl", [True, False])
-def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(new_cl):
-    LayoutSpy.seen = []
-    model = LayoutSpy()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    trials = Trials(model, DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=2, repeats=2,
-                       accelerator="cpu", devices=1)
-    new, old = Candidate(channels_last=new_cl), Candidate(channels_last=not new_cl)
-    new_m, old_m = trials.pair(new, old, "channels_last")
-    probe = _InterleavedProbe([new, old], 1, 2, 3)
-    # Warm-up in the old layout, then the new one, then windows new, old, old, new, new, old (one untimed step
-    # after each switch): the batch, the weights and the optimizer state always agree with the plan.
-    assert [probe.sides[side].channels_last for side, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
-                                            not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
-                                            new_cl, not new_cl, not new_cl, not new_cl]
-    assert [batch for batch, _, _, _ in LayoutSpy.seen] == [probe.sides[side].channels_last for side, _ in probe.plan]
-    assert all(weight == batch == depthwise for batch, weight, _, depthwise in LayoutSpy.seen)
-    assert all(buf in (None, batch) for batch, _, buf, _ in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
-    assert (new_m.stage, old_m.stage) == ("channels_last (paired)", "channels_last (paired baseline)")
-    assert (new_m.candidate, old_m.candidate) == (new, old) and new_m.ok and old_m.ok
-    assert len(new_m.window_images_per_s) == len(old_m.window_images_per_s) == 3
-    assert 0.0 <= new_m.data_wait <= 1.0 and 0.0 <= old_m.data_wait <= 1.0
-    # The user's model is untouched: values and NCHW layout.
-    after = model.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)
-    assert not is_channels_last(model.net[0].weight) and not is_channels_last(model.net[1].weight)
-
-
-class Origin(Dataset):
-    """Images whose last pixel says where they were loaded: 1.0 in a worker process, 0.0 in the main one."""
-
-    def __init__(self) -> None:
-        self.data = _images()
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, i):
-        x, y = self.data[i]
-        x = x.clone()
-        x[-1, -1, -1] = float(get_worker_info() is not None)
-        return x, y
-
-
-class OriginSpy(LayoutSpy):
-    """Records, at every training step, whether the batch came from a worker and whether the batch and the conv
-    weight are channels_last."""
-
-    origins: list[tuple[bool, bool, bool]] = []
-    draws: list[float] = []
-
-    def training_step(self, batch, batch_idx):
-        OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
-                                  is_channels_last(self.net[1].weight)))
-        OriginSpy.draws.append(float(torch.rand(())))
-        return super().training_step(batch, batch_idx)
-
-
-def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
-    OriginSpy.origins, OriginSpy.draws, LayoutSpy.seen = [], [], []
-    loader = DataLoader(Origin(), batch_size=BATCH, shuffle=True)
-    trials = Trials(OriginSpy(), loader, warmup_steps=1, window_steps=2, repeats=1, accelerator="cpu", devices=1)
-    sides = [Candidate(channels_last=cl, num_workers=w) for cl in (False, True) for w in (0, 1)]
-    found = trials.interleave(sides, [f"side {i}" for i in range(4)], rounds=3)
-    probe = _InterleavedProbe(sides, 1, 2, 3, {0: 0, 1: 2})
-    expected = [(sides[s].num_workers == 1, sides[s].channels_last, sides[s].channels_last) for s, _ in probe.plan]
-    assert OriginSpy.origins == expected  # every step: the batch from its side's loader, in its side's layout
-    # Common random numbers: the j-th step of a round's windows draws the same on every side, another round not.
-    by_round: dict[tuple[int, int], set[float]] = {}
-    for k, (side, r) in enumerate(probe.plan):
-        if r is not None:
-            j = sum(1 for s, rr in probe.plan[:k] if (s, rr) == (side, r))
-            by_round.setdefault((r, j), set()).add(OriginSpy.draws[k])
-    assert len(by_round) == 6 and all(len(v) == 1 for v in by_round.values())
-    assert len(set().union(*by_round.values())) == 6
-    # The plan: warm-up of each side, then rounds 0 1 2 3 | 3 2 1 0 | 0 1 2 3; a switch to the loader with a
-    # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
-    timed = [s for s, r in probe.plan if r is not None]
-    assert timed == [0, 0, 1, 1, 2, 2, 3, 3] + [3, 3, 2, 2, 1, 1, 0, 0] + [0, 0, 1, 1, 2, 2, 3, 3]
-    untimed_after = [sum(1 for _ in g) for key, g in __import__("itertools").groupby(probe.plan, lambda x: x[1])
-                     if key is None][1:]
-    assert sorted(set(untimed_after)) == [1, 3]
-    assert [m.stage for m in found] == ["side 0", "side 1", "side 2", "side 3"]
-    assert all(m.ok and len(m.window_images_per_s) == 3 and 0 <= m.data_wait <= 1 for m in found)
-    assert [m.candidate for m in found] == sides
-    assert loader.num_workers == 0  # the user's loader is left as it was
-
-
-def test_interleaving_needs_one_trainer_and_a_rebuildable_loader():
-    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
-                    accelerator="cpu", devices=1)
-    assert trials.interleave([Candidate(), Candidate(precision="bf16-mixed")], ["a", "b"]) is None
-    stream = Trials(Net(), Stream(), warmup_steps=1, window_steps=1, repeats=1, accelerator="cpu", devices=1)
-    assert stream.interleave([Candidate(), Candidate(num_workers=1)], ["a", "b"]) is None
-
-
-def test_candidates_that_differ_in_more_than_the_layout_are_not_paired():
-    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
-                       accelerator="cpu", devices=1)
-    assert trials.pair(Candidate(channels_last=True, num_workers=1), Candidate(), "channels_last") is None
-    assert trials.pair(Candidate(channels_last=True, compile=True), Candidate(compile=True), "channels_last") is None
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

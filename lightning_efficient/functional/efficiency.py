@@ -222,7 +222,7 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     fixes = []
     if facts.cpu_augmentation and not facts.device_augmentation:
         fixes.append("move augmentation to GPUAugmentation")
-    if facts.num_workers is not None and facts.num_workers < workers:
+    if facts.num_workers is not None and facts.num_workers < workers and not facts.tuned:
         fixes.append(f"raise num_workers to {workers}")
     if facts.decodes_images and not facts.pillow_simd:
         fixes.append("decode with FastImageFolder (reduced-size JPEG decode) or install Pillow-SIMD")
@@ -307,11 +307,14 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     if facts.num_workers is None:
         checks.append(Check("DataLoader workers", None, "no training DataLoader found"))
     else:
+        ok = facts.num_workers >= workers or not data_bound
         checks.append(
             Check(
                 "DataLoader workers",
-                facts.num_workers >= workers or not data_bound,
-                f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process",
+                None if facts.tuned and not ok else ok,
+                f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process"
+                + (" (tune() measures num_workers: use result.dataloader(loader) for its choice)"
+                   if facts.tuned and not ok else ""),
                 f"DataLoader(num_workers={workers})",
             )
         )

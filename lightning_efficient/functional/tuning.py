@@ -340,6 +340,22 @@ def workers_bound(best: Measurement, value: Any, min_gain: float = MIN_GAIN) -> 
             f"workers could gain at most {bound:.3f}x (below the {min_gain:.0%} that counts)")
 
 
+def tuning_cost_note(tuning_s: float, planned_steps: Optional[int], batch_size: Optional[int],
+                     images_per_s: float) -> Optional[str]:
+    """A note if tuning took longer than the planned run itself would at the chosen settings
+    (``planned_steps x batch_size / images_per_s`` seconds), else ``None`` (also when the run's length is not
+    known)."""
+    if not planned_steps or not batch_size or not (images_per_s > 0) or not math.isfinite(images_per_s):
+        return None
+    run_s = planned_steps * batch_size / images_per_s
+    if tuning_s <= run_s:
+        return None
+    return (f"tuning took {tuning_s:.0f} s, more than the planned run itself ({planned_steps} optimizer steps, about "
+            f"{run_s:.0f} s at {images_per_s:.1f} images/s): for a run this short it does not pay; keep the result "
+            "for longer runs of the same model, data and machine, or pass channels_last=False / num_workers=False "
+            "to measure less.")
+
+
 def _in_pairs(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
               new: Candidate, old: Candidate, stage: str, table: list[Measurement], min_gain: float,
               remeasure: bool) -> Optional[tuple[tuple[Measurement, Measurement], PairedGain, str]]:
@@ -400,6 +416,7 @@ def search(
     noisy_spread: float = NOISY_SPREAD,
     measure_pair: Optional[Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]]] = None,
     paired: Sequence[str] = ("channels_last", "num_workers"),
+    bound_workers: bool = True,
 ) -> tuple[Candidate, list[Measurement], list[str]]:
     """Choose settings one factor at a time (see the module docstring).
 
@@ -432,6 +449,9 @@ def search(
             which one fit can switch between: the layout of weights and batches, the loader drawn from;
             ``precision`` needs another Trainer). A confirmation of changes all in ``paired`` is measured in
             pairs too.
+        bound_workers: skip more ``num_workers`` than the best settings have when their data wait bounds the
+            gain below ``min_gain`` (:func:`workers_bound`); ``False``: measure every value in the options
+            (:func:`~lightning_efficient.tune` passes ``False`` for worker counts the user listed).
 
     Returns:
         ``(chosen, measurements, reasons)``: the chosen settings, every measurement in order (skipped ones
@@ -459,7 +479,7 @@ def search(
                 continue
             tried.add(value)
             cand = replace(best, **{factor: value})
-            if factor == "num_workers":
+            if factor == "num_workers" and bound_workers:
                 why = workers_bound(best_m, value, min_gain)
                 if why:
                     table.append(Measurement(cand, factor, skipped=why))

@@ -71,3 +71,16 @@ def test_settings_kept_by_tune_are_information_not_failures():
     for name in ("mixed precision", "model channels_last", "inputs channels_last"):
         assert plain[name].ok is False and "tune()" not in plain[name].detail
         assert tuned[name].ok is None and "kept by tune()" in tuned[name].detail
+
+
+def test_a_data_bound_run_with_tuned_workers_is_not_told_to_raise_them():
+    from lightning_efficient.functional.efficiency import checklist
+
+    facts = dict(precision="32-true", accelerator="cpu", recommended_precision="32-true", num_workers=0, cpu_cores=2,
+                 suggested_workers=1)
+    plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.8)}  # 80% of the step waiting for data
+    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.8)}
+    assert plain["DataLoader workers"].ok is False and plain["DataLoader workers"].advice == "DataLoader(num_workers=1)"
+    assert "raise num_workers to 1" in plain["input pipeline keeps up"].advice
+    assert tuned["DataLoader workers"].ok is None and "tune() measures num_workers" in tuned["DataLoader workers"].detail
+    assert "raise num_workers" not in tuned["input pipeline keeps up"].advice

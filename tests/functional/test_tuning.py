@@ -190,6 +190,10 @@ def test_search_does_not_measure_more_workers_when_the_data_wait_bounds_their_ga
     assert chosen == start and bench.stages == ["current"]
     assert [(m.candidate.num_workers, m.skipped is not None) for m in table] == [(0, False), (1, True), (2, True)]
     assert reasons[0].startswith("num_workers=1: not measured, with workers=0 the training step waited for data 0.1%")
+    # Worker counts the user listed are measured whatever the data wait (tune() passes bound_workers=False).
+    bench.calls.clear()
+    search(start, {"num_workers": [0, 1, 2]}, measure, bound_workers=False)
+    assert bench.stages == ["current", "num_workers", "num_workers"]
 
 
 # ------------------------------------------------------------------------------------------------ paired search
@@ -896,3 +900,13 @@ def test_a_repeated_compilation_is_charged_the_cold_compile_time():
     chosen, table, reasons = search(CURRENT, {"compile": [False, True]}, bench, planned_images=6e3)
     assert [m.stage for m in table] == ["current", "compile", "compile, again", "compile, again (baseline)"]
     assert chosen == CURRENT and "no gain shown" in reasons[0]
+
+
+def test_a_note_when_tuning_costs_more_than_the_planned_run():
+    from lightning_efficient.functional.tuning import tuning_cost_note
+
+    text = tuning_cost_note(30.0, 32, 16, 100.0)  # the run: 32 x 16 / 100 = 5.1 s
+    assert text.startswith("tuning took 30 s, more than the planned run itself (32 optimizer steps, about 5 s at "
+                           "100.0 images/s)")
+    assert tuning_cost_note(30.0, 3000, 16, 100.0) is None  # 480 s of training: tuning pays
+    assert tuning_cost_note(30.0, None, 16, 100.0) is None and tuning_cost_note(30.0, 32, 16, math.nan) is None
