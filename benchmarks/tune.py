@@ -121,7 +121,7 @@ def interleaved(trials: Any, candidates: list[Any], rounds: int, log: Any) -> di
 
 def geomean(values: Any) -> float:
     values = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan
+    return statistics.geometric_mean(values) if values else math.nan
 
 
 def main() -> None:

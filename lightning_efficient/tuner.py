@@ -327,7 +327,6 @@ class _InterleavedProbe(_Clock):
             if cl != self.cl:
                 self._switch(pl_module, [getattr(o, "optimizer", o) for o in trainer.optimizers], cl)
 
-
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         windows: dict[tuple[int, int], list[int]] = {}
         for k, (side, r) in enumerate(self.plan[: len(self.samples)]):
@@ -676,9 +675,8 @@ def tune(
     precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
     workers, workers_note = _worker_options(trials.loader, num_workers)
     if workers_note and num_workers not in (None, True, False) and _is_global_zero():
-        warnings.warn(f"tune(num_workers={list(num_workers)!r}): the worker counts you listed are not measured: "
-                      f"{workers_note.split(': ', 1)[-1]}. Set num_workers where you build the loader.", UserWarning,
-                      stacklevel=2)
+        warnings.warn(f"tune(num_workers={list(num_workers)!r}): the worker counts you listed are not measured "
+                      f"({workers_note}). Set num_workers where you build the loader.", UserWarning, stacklevel=2)
     current = trials.current if workers else replace(trials.current, num_workers=None)
     if compile is None:
         compile = trials.device == "cuda"
@@ -809,8 +807,9 @@ class Trials:
     def _data(self, net: Any, num_workers: Optional[int], loader: Any = None) -> tuple[Any, dict[str, Any]]:
         """The model to fit and ``fit``'s data arguments: the user's data, or ``loader`` in its place, or the
         user's loader rebuilt with ``num_workers``."""
-        if loader is None and num_workers is not None and num_workers != getattr(self.loader, "num_workers", None):
-            loader = self._loader(num_workers)
+        if loader is None and num_workers is not None:
+            rebuilt = self._loader(num_workers)
+            loader = None if rebuilt is self.loader else rebuilt
         if loader is not None:
             if self.train_dataloaders is not None:
                 return net, {"train_dataloaders": loader}

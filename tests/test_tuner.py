@@ -7,6 +7,7 @@ candidates and every kind of training data, and that all DDP ranks choose alike.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -307,7 +308,7 @@ class Stream(IterableDataset):
 
 def test_worker_counts_asked_for_a_loader_that_cannot_be_rebuilt_are_warned_about():
     with pytest.warns(UserWarning, match=r"tune\(num_workers=\[0, 1\]\): the worker counts you listed are not "
-                                         r"measured: the dataset is an IterableDataset.*Set num_workers where"):
+                                         r"measured \(num_workers not tuned: the dataset is an IterableDataset.*Set num_workers where"):
         result = le.tune(Net(), DataLoader(Stream(), batch_size=None), num_workers=[0, 1], channels_last=False,
                          **FP32)
     assert result.current.num_workers is None
@@ -668,7 +669,7 @@ def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
     # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
     timed = [s for s, r in probe.plan if r is not None]
     assert timed == [0, 0, 1, 1, 2, 2, 3, 3] + [3, 3, 2, 2, 1, 1, 0, 0] + [0, 0, 1, 1, 2, 2, 3, 3]
-    untimed_after = [sum(1 for _ in g) for key, g in __import__("itertools").groupby(probe.plan, lambda x: x[1])
+    untimed_after = [sum(1 for _ in g) for key, g in itertools.groupby(probe.plan, lambda x: x[1])
                      if key is None][1:]
     assert sorted(set(untimed_after)) == [1, 3]
     assert [m.stage for m in found] == ["side 0", "side 1", "side 2", "side 3"]
