@@ -88,8 +88,9 @@ class Settings:
         return max(2 * w, -(-batches // w) * w)
 
 
-QUICK = dict(size=64, batch_size=16, micro_images=32, pipeline_batches=4, fit_batches=4, rounds=1, fit_rounds=1,
-             warmup=0)
+QUICK = dict(
+    size=64, batch_size=16, micro_images=32, pipeline_batches=4, fit_batches=4, rounds=1, fit_rounds=1, warmup=0
+)
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -323,9 +324,17 @@ def fit_variants(root: Path, s: Settings) -> dict[str, Callable[[], float]]:
         else:
             loader = make_loader(a_set, idx, s, persistent=True)
         trainer = pl.Trainer(
-            max_epochs=2, limit_train_batches=batches, accelerator="gpu" if s.device.startswith("cuda") else "cpu",
-            devices=1, precision=s.precision, callbacks=callbacks, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+            max_epochs=2,
+            limit_train_batches=batches,
+            accelerator="gpu" if s.device.startswith("cuda") else "cpu",
+            devices=1,
+            precision=s.precision,
+            callbacks=callbacks,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
             benchmark=True if s.device.startswith("cuda") else None,
         )
         trainer.fit(_classifier(num_classes), loader)
@@ -365,8 +374,16 @@ def describe(s: Settings) -> str:
     )
 
 
-def run(s: Settings, root: Path, name: str, title: str, out: Optional[Path], note: str = "",
-        target: Optional[float] = None, data_note: str = "") -> dict:
+def run(
+    s: Settings,
+    root: Path,
+    name: str,
+    title: str,
+    out: Optional[Path],
+    note: str = "",
+    target: Optional[float] = None,
+    data_note: str = "",
+) -> dict:
     """Run the three comparisons, print their tables, and write ``<out>/<name>.md/.json`` when ``out`` is set."""
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*(GPU available but not used|TPU available|HPU available).*")
@@ -430,7 +447,7 @@ def run(s: Settings, root: Path, name: str, title: str, out: Optional[Path], not
 
 
 CPU_NOTE = (
-    "How to read this on a CPU-only machine: B's \"device\" is the same CPU. B takes the augmentation out of the "
+    'How to read this on a CPU-only machine: B\'s "device" is the same CPU. B takes the augmentation out of the '
     "worker processes and runs it in the main process, where it competes with ResNet-18's forward and backward "
     "pass for the same cores, while A overlaps it with training in separate processes. So (3) shows what the "
     "placement costs or saves when there is no accelerator; it says nothing about a GPU, where B's work runs on "
@@ -456,16 +473,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     root = find_data(args.data)
     if root is None:
-        print("[augmentation] skipped: Imagenette not found (expected ../shared/data/imagenette/train; "
-              "pass --data DIR).")
+        print(
+            "[augmentation] skipped: Imagenette not found (expected ../shared/data/imagenette/train; pass --data DIR)."
+        )
         return 0
     s = Settings(**(QUICK if args.quick else {}))
     for field in ("workers", "size", "batch_size", "rounds", "fit_rounds", "precision"):
         if getattr(args, field) is not None:
             setattr(s, field, getattr(args, field))
     out = Path(args.out) if args.out else (None if args.quick else RESULTS)
-    run(s, root, "augmentation", "TrivialAugment: CPU workers vs on the device (CPU-only machine)", out,
-        note=CPU_NOTE, data_note=f"Imagenette train ({root}), fixed class-balanced subset")
+    run(
+        s,
+        root,
+        "augmentation",
+        "TrivialAugment: CPU workers vs on the device (CPU-only machine)",
+        out,
+        note=CPU_NOTE,
+        data_note=f"Imagenette train ({root}), fixed class-balanced subset",
+    )
     return 0
 
 

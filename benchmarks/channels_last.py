@@ -82,7 +82,13 @@ class Classifier(pl.LightningModule):
 
 
 def measure_trainer(
-    arch: str, precision: str, channels_last: bool, data: TensorDataset, batches: int, skip: int, batch_size: int,
+    arch: str,
+    precision: str,
+    channels_last: bool,
+    data: TensorDataset,
+    batches: int,
+    skip: int,
+    batch_size: int,
     reports: dict[str, str],
 ) -> float:
     """One ``fit`` of ``batches`` batches; returns images/s. Stores ``ChannelsLast.report().summary()`` in reports."""
@@ -93,8 +99,15 @@ def measure_trainer(
     if layout is not None:
         callbacks.append(layout)
     trainer = pl.Trainer(
-        accelerator="cpu", devices=1, precision=precision, max_epochs=1, limit_train_batches=batches,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        precision=precision,
+        max_epochs=1,
+        limit_train_batches=batches,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         callbacks=callbacks,
     )
     loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
@@ -140,10 +153,8 @@ def run_model(arch: str, args: argparse.Namespace, data: TensorDataset) -> dict:
     variants: dict[str, Callable[[], float]] = {}
     for precision in PRECISIONS:
         for cl in (False, True):
-            variants[variant_name(precision, cl)] = (
-                lambda p=precision, c=cl: measure_trainer(
-                    arch, p, c, data, args.batches, args.skip, args.batch_size, reports
-                )
+            variants[variant_name(precision, cl)] = lambda p=precision, c=cl: measure_trainer(
+                arch, p, c, data, args.batches, args.skip, args.batch_size, reports
             )
     if args.plain:
         for cl in (False, True):
@@ -195,20 +206,26 @@ def render(results: dict[str, dict], args: argparse.Namespace) -> tuple[str, lis
         sections.append(
             f"### {arch}\n\n{comparison_table(comp, 'images/s')}\n\n"
             + markdown_table(("channels_last / NCHW within", "median", "per-round range", "verdict"), layout_rows)
-            + ("\n\n" + "\n".join(f"- `ChannelsLast` ({k}): {v}" for k, v in res["reports"].items()) if res["reports"] else "")
+            + (
+                "\n\n" + "\n".join(f"- `ChannelsLast` ({k}): {v}" for k, v in res["reports"].items())
+                if res["reports"]
+                else ""
+            )
         )
     header = ["model"] + [variant_name(p, c) for p in PRECISIONS for c in (False, True)]
     header += [f"CL/NCHW {p}" for p in PRECISIONS] + ["fastest (vs 32-true NCHW)"]
     overview = markdown_table(header, overview_rows)
     findings_text = (
-        "\n".join(f"- {f}" for f in findings) if findings else "- None: ChannelsLast was at least as fast as NCHW "
+        "\n".join(f"- {f}" for f in findings)
+        if findings
+        else "- None: ChannelsLast was at least as fast as NCHW "
         "(median ratio >= 1) for every model and precision measured."
     )
     body = (
-        f"Training images/s through `pl.Trainer(accelerator=\"cpu\", devices=1)`, batch {args.batch_size}, "
+        f'Training images/s through `pl.Trainer(accelerator="cpu", devices=1)`, batch {args.batch_size}, '
         f"{args.size} px, in-memory float data, SGD with momentum, 10 classes, random init; {args.batches} batches per "
         f"`fit` (first {args.skip} not timed), {args.rounds} interleaved round(s) after {args.warmup} warm-up "
-        f"round(s); torch threads: {torch.get_num_threads()}. \"ChannelsLast\" = `callbacks=[ChannelsLast()]` "
+        f'round(s); torch threads: {torch.get_num_threads()}. "ChannelsLast" = `callbacks=[ChannelsLast()]` '
         "(model and batches NHWC), nothing else changed. Ratios are medians of per-round ratios (variants of one "
         "round run back to back), ranges are min - max over the rounds.\n\n"
         f"## Overview (median images/s)\n\n{overview}\n\n"
@@ -224,8 +241,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(DEFAULT_MODELS))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=0, help="unmeasured fits of each variant first (default 0: "
-                        "the first --skip batches of every fit are the warm-up)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="unmeasured fits of each variant first (default 0: the first --skip batches of every fit are the warm-up)",
+    )
     parser.add_argument("--batches", type=int, default=7, help="batches per fit (default 7)")
     parser.add_argument("--skip", type=int, default=2, help="batches at the start of each fit not timed")
     parser.add_argument("--size", type=int, default=128, help="image side in pixels")

@@ -117,7 +117,9 @@ def main() -> None:
     parser.add_argument("--imagenette-images", type=int, default=1000, help="a seeded subset of the val split")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch intra-op threads in the main process (DataLoader workers always use 1); >1 lets small tensor "
         "copies spin on OpenMP barriers when the machine is busy",
     )
@@ -182,9 +184,7 @@ def main() -> None:
                 gc.collect()
                 table = comparison_table(comp, "images/s")
                 print(table)
-                sections.append(
-                    f"### {key}\n\n{len(indices)} images ({stats}), batch {args.batch_size}.\n\n{table}\n"
-                )
+                sections.append(f"### {key}\n\n{len(indices)} images ({stats}), batch {args.batch_size}.\n\n{table}\n")
                 results[key] = {
                     "dataset": ds_name,
                     "size": size,
@@ -203,16 +203,19 @@ def main() -> None:
 
     stock = flavour.startswith("Pillow ")
     if target_lines:
-        head = (
-            f"Target: {FAST} >= {TARGET}x the reference on hymenoptera at {TARGET_SIZE} px with stock Pillow"
-            + ("" if stock else f" (this run used {flavour}, so it does not decide the target)")
+        head = f"Target: {FAST} >= {TARGET}x the reference on hymenoptera at {TARGET_SIZE} px with stock Pillow" + (
+            "" if stock else f" (this run used {flavour}, so it does not decide the target)"
         )
         target_md = head + ":\n\n" + "\n".join(f"- {line}" for line in target_lines)
     else:
         target_md = f"Target ({FAST} >= {TARGET}x on hymenoptera at {TARGET_SIZE} px): not measured in this run."
     summary_rows = [
-        (k, f"{v['summary'][REFERENCE]['median']:.0f}", f"{v['summary'][FAST]['median']:.0f}",
-         f"{v['summary'][FAST]['ratio_median']:.2f}x")
+        (
+            k,
+            f"{v['summary'][REFERENCE]['median']:.0f}",
+            f"{v['summary'][FAST]['median']:.0f}",
+            f"{v['summary'][FAST]['ratio_median']:.2f}x",
+        )
         for k, v in results.items()
     ]
     body = "\n".join(
@@ -250,10 +253,22 @@ def main() -> None:
         print("--quick: not writing results (pass --results-dir to write them)")
         return
     name = "decoding" + (f"-{args.label}" if args.label else "")
-    data = {"args": vars(args), "pil": flavour, "load_before": load_before, "load_after": load_after,
-            "elapsed_s": elapsed, "results": results, "target": target_lines}
-    path = write_results(name, f"CPU image loading: ImageFolder vs FastImageFolder ({flavour})", body, data,
-                         results_dir=args.results_dir or RESULTS)
+    data = {
+        "args": vars(args),
+        "pil": flavour,
+        "load_before": load_before,
+        "load_after": load_after,
+        "elapsed_s": elapsed,
+        "results": results,
+        "target": target_lines,
+    }
+    path = write_results(
+        name,
+        f"CPU image loading: ImageFolder vs FastImageFolder ({flavour})",
+        body,
+        data,
+        results_dir=args.results_dir or RESULTS,
+    )
     print(f"wrote {path}")
 
 

@@ -122,10 +122,18 @@ class Suite:
 
     def write(self, part: str, title: str, body: str, data: dict) -> None:
         name = PART_NAMES[part] + ("_dryrun" if self.dry_run else "")
-        mode = "dry run (CPU, tiny sizes: numbers meaningless)" if self.dry_run else (
-            "quick" if self.args.quick else "full")
-        path = write_results(name, title, f"Mode: {mode}. Sizes: `{asdict(self.sizes)}`.\n\n{body}",
-                             {"mode": mode, "sizes": asdict(self.sizes), **data}, results_dir=self.results)
+        mode = (
+            "dry run (CPU, tiny sizes: numbers meaningless)"
+            if self.dry_run
+            else ("quick" if self.args.quick else "full")
+        )
+        path = write_results(
+            name,
+            title,
+            f"Mode: {mode}. Sizes: `{asdict(self.sizes)}`.\n\n{body}",
+            {"mode": mode, "sizes": asdict(self.sizes), **data},
+            results_dir=self.results,
+        )
         self.written += [path, path.with_suffix(".json")]
         out = os.environ.get("OUT")
         if out and Path(out).is_dir():
@@ -134,8 +142,11 @@ class Suite:
         self.log(f"wrote {path}")
 
     def run(self, parts: list[str]) -> int:
-        functions: dict[str, Callable[[], None]] = {"a": self.cuda_tests, "b": self.trainer_resnet50,
-                                                    "c": self.input_pipeline}
+        functions: dict[str, Callable[[], None]] = {
+            "a": self.cuda_tests,
+            "b": self.trainer_resnet50,
+            "c": self.input_pipeline,
+        }
         for part in parts:
             start = time.perf_counter()
             self.log(f"== part {part}: {PART_NAMES[part]}")
@@ -143,25 +154,39 @@ class Suite:
                 functions[part]()
             except Exception as err:  # noqa: BLE001 - recorded, written, and the next part still runs
                 self.failures.append(f"{part}: {type(err).__name__}: {err}")
-                self.write(part, f"GPU suite part {part} ({PART_NAMES[part]}): FAILED",
-                           f"```\n{traceback.format_exc()}\n```", {"failed": True, "error": repr(err)})
+                self.write(
+                    part,
+                    f"GPU suite part {part} ({PART_NAMES[part]}): FAILED",
+                    f"```\n{traceback.format_exc()}\n```",
+                    {"failed": True, "error": repr(err)},
+                )
             self.log(f"== part {part} took {time.perf_counter() - start:.0f} s")
         if self.failures:
             self.log("FAILED parts:\n  " + "\n  ".join(self.failures))
             return 1
         return 0
 
-    def fit(self, module: pl.LightningModule, loader: DataLoader, precision: str, callbacks: list,
-            steps: int, skip: int) -> tuple[float, float | None]:
+    def fit(
+        self, module: pl.LightningModule, loader: DataLoader, precision: str, callbacks: list, steps: int, skip: int
+    ) -> tuple[float, float | None]:
         """Train ``steps`` batches; returns (images/s over batches skip..steps-1, peak CUDA MiB or None)."""
         window = TimedWindow(skip, steps - 1)
         if self.cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         trainer = pl.Trainer(
-            accelerator=self.accelerator, devices=1, precision=precision, max_steps=steps, max_epochs=-1,
-            benchmark=self.cuda, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-            enable_model_summary=False, num_sanity_val_steps=0, callbacks=[window, *callbacks],
+            accelerator=self.accelerator,
+            devices=1,
+            precision=precision,
+            max_steps=steps,
+            max_epochs=-1,
+            benchmark=self.cuda,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            callbacks=[window, *callbacks],
         )
         trainer.fit(module, loader)
         peak = torch.cuda.max_memory_allocated() / 2**20 if self.cuda else None
@@ -175,15 +200,24 @@ class Suite:
 
     # ------------------------------------------------------------------ part a
     def cuda_tests(self) -> None:
-        cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider",
-               str(ROOT / "tests" / "cuda")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "tests" / "cuda"),
+        ]
         self.log(" ".join(cmd))
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         output = proc.stdout + proc.stderr
         self.log(output[-3000:])
         counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", output)}
-        body = (f"`{' '.join(cmd[1:])}` exit status {proc.returncode}: {counts}\n\n"
-                f"```\n{output[-6000:]}\n```")
+        body = f"`{' '.join(cmd[1:])}` exit status {proc.returncode}: {counts}\n\n```\n{output[-6000:]}\n```"
         self.write("a", "GPU suite part a: CUDA tests", body, {"returncode": proc.returncode, "counts": counts})
         if self.dry_run:
             # Without CUDA every test must be collected and skip cleanly: nothing passes, fails or errors.
@@ -209,11 +243,13 @@ class Suite:
                 if peak is not None:
                     peaks.setdefault(name, []).append(peak)
                 return rate
+
             return measure
 
         def recipe_callbacks(report: bool) -> Callable[[], list]:
             def make() -> list:
                 return [c for c in recipe(efficiency_report=report)["callbacks"]]
+
             return make
 
         recommended = recipe()["precision"]
@@ -245,13 +281,25 @@ class Suite:
             f"{comparison_table(comp, 'images/s')}\n\n"
             f"EfficiencyReport overhead (1 - recipe() / recipe(efficiency_report=False), median of rounds): "
             f"{100 * overhead:.2f}%\n\n"
-            + (markdown_table(("variant", "peak max_memory_allocated MiB"), peak_rows) if peak_rows else
-               "Peak CUDA memory: n/a (no CUDA)")
+            + (
+                markdown_table(("variant", "peak max_memory_allocated MiB"), peak_rows)
+                if peak_rows
+                else "Peak CUDA memory: n/a (no CUDA)"
+            )
         )
         self.log(body)
-        self.write("b", f"GPU suite part b: {s.arch} through the Trainer, precision x layout", body,
-                   {"values": comp.values, "summary": {n: comp.summary(n) for n in comp.names},
-                    "peak_memory_mib": peaks, "report_overhead": overhead, "recipe_precision": recommended})
+        self.write(
+            "b",
+            f"GPU suite part b: {s.arch} through the Trainer, precision x layout",
+            body,
+            {
+                "values": comp.values,
+                "summary": {n: comp.summary(n) for n in comp.names},
+                "peak_memory_mib": peaks,
+                "report_overhead": overhead,
+                "recipe_precision": recommended,
+            },
+        )
 
     # ------------------------------------------------------------------ part c
     def input_pipeline(self) -> None:
@@ -279,12 +327,27 @@ class Suite:
         reports: dict[str, list[dict]] = {}
 
         def loader(dataset: Dataset, workers: int, collate=None) -> DataLoader:
-            return DataLoader(dataset, batch_size=s.batch_size, shuffle=True, drop_last=True, num_workers=workers,
-                              pin_memory=self.cuda, persistent_workers=workers > 0, collate_fn=collate)
+            return DataLoader(
+                dataset,
+                batch_size=s.batch_size,
+                shuffle=True,
+                drop_last=True,
+                num_workers=workers,
+                pin_memory=self.cuda,
+                persistent_workers=workers > 0,
+                collate_fn=collate,
+            )
 
         def cpu_aug(workers: int) -> DataLoader:
-            tf = T.Compose([T.RandomResizedCrop(s.image_size), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
-                            T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+            tf = T.Compose(
+                [
+                    T.RandomResizedCrop(s.image_size),
+                    T.RandomHorizontalFlip(),
+                    T.TrivialAugmentWide(),
+                    T.ToTensor(),
+                    T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+                ]
+            )
             return loader(torchvision.datasets.ImageFolder(str(train), transform=tf), workers)
 
         def gpu_aug() -> GPUAugmentation:
@@ -296,12 +359,20 @@ class Suite:
                 # A dry run takes the report's CUDA-event code path with host-time events (no CUDA here).
                 clock = CudaEventClock(HostEvent) if self.dry_run else "auto"
                 report = EfficiencyReport(verbose=False, log_every_n_steps=0, skip_first=s.skip, clock=clock)
-                rate, _ = self.fit(Classifier(s.arch, num_classes=10), make_loader(), precision,
-                                   [*callbacks(), ChannelsLast(), report], s.pipeline_steps, s.skip)
+                rate, _ = self.fit(
+                    Classifier(s.arch, num_classes=10),
+                    make_loader(),
+                    precision,
+                    [*callbacks(), ChannelsLast(), report],
+                    s.pipeline_steps,
+                    s.skip,
+                )
                 summary = report.summary()
                 reports.setdefault(name, []).append(
-                    {k: summary.get(k) for k in ("images_per_s", "data_wait_share", "transform_share", "verdict")})
+                    {k: summary.get(k) for k in ("images_per_s", "data_wait_share", "transform_share", "verdict")}
+                )
                 return rate
+
             return measure
 
         sections, data = [], {}
@@ -311,20 +382,25 @@ class Suite:
                 continue  # fewer CPUs than that setting: the "all" row already covers it
             specs = (
                 (f"ImageFolder + TrivialAugmentWide in {workers} workers", lambda w=workers: cpu_aug(w), list),
-                (f"FastImageFolder uint8 + GPUAugmentation, {workers} workers",
-                 lambda w=workers: loader(FastImageFolder(train, s.image_size), w, uint8_collate),
-                 lambda: [gpu_aug()]),
-                (f"FastImageFolder(backend='nvjpeg') + GPUDecode + GPUAugmentation, {workers} workers",
-                 lambda w=workers: loader(FastImageFolder(train, s.image_size, backend="nvjpeg"), w, uint8_collate),
-                 lambda: [GPUDecode(), gpu_aug()]),
+                (
+                    f"FastImageFolder uint8 + GPUAugmentation, {workers} workers",
+                    lambda w=workers: loader(FastImageFolder(train, s.image_size), w, uint8_collate),
+                    lambda: [gpu_aug()],
+                ),
+                (
+                    f"FastImageFolder(backend='nvjpeg') + GPUDecode + GPUAugmentation, {workers} workers",
+                    lambda w=workers: loader(FastImageFolder(train, s.image_size, backend="nvjpeg"), w, uint8_collate),
+                    lambda: [GPUDecode(), gpu_aug()],
+                ),
             )
             variants = {name: variant(name, make, cbs) for name, make, cbs in specs}
             self.log(f"num_workers={workers}: {len(variants)} variants, {s.pipeline_rounds} round(s)")
             comp = interleave(variants, rounds=s.pipeline_rounds, warmup=0, log=self.log)
             rows = [(n, f"{reports[n][-1]['data_wait_share']:.2f}", reports[n][-1]["verdict"]) for n in comp.names]
-            sections.append(f"### num_workers={workers} (machine: {cpus} CPUs)\n\n{comparison_table(comp, 'images/s')}"
-                            f"\n\n" + markdown_table(("variant", "data-wait share (EfficiencyReport, last round)",
-                                                      "verdict"), rows))
+            sections.append(
+                f"### num_workers={workers} (machine: {cpus} CPUs)\n\n{comparison_table(comp, 'images/s')}"
+                f"\n\n" + markdown_table(("variant", "data-wait share (EfficiencyReport, last round)", "verdict"), rows)
+            )
             data[str(workers)] = {"values": comp.values, "summary": {n: comp.summary(n) for n in comp.names}}
         body = (
             f"Data: `{root if not made else 'tiny generated JPEGs + 1 PNG'}`, train split; {s.arch} (10 classes), "
@@ -333,8 +409,12 @@ class Suite:
             f"Machine: {cpus} CPUs.\n\n" + "\n\n".join(sections)
         )
         self.log(body)
-        self.write("c", "GPU suite part c: the input pipeline end to end", body,
-                   {"cpus": cpus, "workers": data, "efficiency_reports": reports, "precision": precision})
+        self.write(
+            "c",
+            "GPU suite part c: the input pipeline end to end",
+            body,
+            {"cpus": cpus, "workers": data, "efficiency_reports": reports, "precision": precision},
+        )
 
     def imagenette(self) -> tuple[Path, bool]:
         """The Imagenette root to read: ``--data``, else (except in a dry run) the shared copy or the carried
@@ -347,8 +427,9 @@ class Suite:
             if (Path(candidate) / "train").is_dir():
                 return Path(candidate), False
         if not self.dry_run:
-            raise FileNotFoundError("no Imagenette found: pass --data, or run benchmarks/gpu_prepare.sh and carry "
-                                    ".gpu_data")
+            raise FileNotFoundError(
+                "no Imagenette found: pass --data, or run benchmarks/gpu_prepare.sh and carry .gpu_data"
+            )
         if self.args.data:
             raise FileNotFoundError(f"--data {self.args.data}: no train/ folder there")
         return make_tiny_jpeg_folder(Path(tempfile.mkdtemp(prefix="gpu_suite_"))), True
@@ -359,9 +440,13 @@ class DeviceBatches(Dataset):
 
     def __init__(self, batch_size: int, size: int, device: torch.device, num_classes: int) -> None:
         g = torch.Generator(device=device).manual_seed(0)
-        self.batches = [(torch.randn(batch_size, 3, size, size, device=device, generator=g),
-                         torch.randint(0, num_classes, (batch_size,), device=device, generator=g))
-                        for _ in range(4)]
+        self.batches = [
+            (
+                torch.randn(batch_size, 3, size, size, device=device, generator=g),
+                torch.randint(0, num_classes, (batch_size,), device=device, generator=g),
+            )
+            for _ in range(4)
+        ]
 
     def __len__(self) -> int:
         return 10**6
@@ -405,8 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*Tensor Cores.*")
     if torch.cuda.is_available() and not args.dry_run:
-        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-              f"cuDNN {torch.backends.cudnn.version()}, pytorch_lightning {pl.__version__}", flush=True)
+        print(
+            f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"cuDNN {torch.backends.cudnn.version()}, pytorch_lightning {pl.__version__}",
+            flush=True,
+        )
     from lightning_efficient.quiet import quiet_lightning
 
     start = time.perf_counter()

@@ -176,8 +176,11 @@ def pil_description() -> str:
     from lightning_efficient import pil_flavour
 
     try:
-        jpeg = f"libjpeg-turbo {features.version_feature('libjpeg_turbo')}" if features.check_feature(
-            "libjpeg_turbo") else f"libjpeg {features.version_codec('jpg')}"
+        jpeg = (
+            f"libjpeg-turbo {features.version_feature('libjpeg_turbo')}"
+            if features.check_feature("libjpeg_turbo")
+            else f"libjpeg {features.version_codec('jpg')}"
+        )
     except Exception:  # noqa: BLE001  (old Pillow without these queries)
         jpeg = "JPEG library unknown"
     return f"{pil_flavour()} ({jpeg})"
@@ -219,8 +222,9 @@ class Classifier(pl.LightningModule):
     """A torchvision model (random init) trained with cross-entropy, SGD (momentum 0.9) and, unless
     ``cosine_epochs`` is None, ``CosineAnnealingLR(T_max=cosine_epochs)`` stepped per epoch."""
 
-    def __init__(self, arch: str = "resnet18", num_classes: int = 10, lr: float = 0.1,
-                 cosine_epochs: int | None = 10) -> None:
+    def __init__(
+        self, arch: str = "resnet18", num_classes: int = 10, lr: float = 0.1, cosine_epochs: int | None = 10
+    ) -> None:
         super().__init__()
         import torchvision
 
@@ -268,7 +272,10 @@ def machine() -> dict[str, str]:
         try:
             smi = subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=True,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
             )
             info["nvidia-smi"] = smi.stdout.strip()
         except Exception as err:  # noqa: BLE001 - recorded, not fatal
@@ -308,13 +315,12 @@ def comparison_table(comp: Comparison, unit: str) -> str:
                 f"{s['ratio_min']:.2f} - {s['ratio_max']:.2f}",
             )
         )
-    return markdown_table(
-        ("variant", f"median {unit}", "range", f"ratio to {comp.names[0]}", "ratio range"), rows
-    )
+    return markdown_table(("variant", f"median {unit}", "range", f"ratio to {comp.names[0]}", "ratio range"), rows)
 
 
-def write_results(name: str, title: str, body: str, data: dict, results_dir: Path = RESULTS,
-                  info: dict | None = None) -> Path:
+def write_results(
+    name: str, title: str, body: str, data: dict, results_dir: Path = RESULTS, info: dict | None = None
+) -> Path:
     """Write ``<results_dir>/<name>.md`` (title, machine, body) and ``<name>.json`` (data + machine).
     ``info``: the machine a stored run ran on (re-rendering it elsewhere); default: this one (:func:`machine`)."""
     results_dir.mkdir(parents=True, exist_ok=True)

@@ -63,9 +63,16 @@ def fit(with_report: bool, data: TensorDataset, args: argparse.Namespace) -> tup
     if report is not None:
         callbacks.append(report)
     trainer = pl.Trainer(
-        max_epochs=1, limit_train_batches=args.batches, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        precision=recommended_precision("cpu"), callbacks=callbacks,
+        max_epochs=1,
+        limit_train_batches=args.batches,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        precision=recommended_precision("cpu"),
+        callbacks=callbacks,
     )
     trainer.fit(Classifier(), DataLoader(data, batch_size=args.batch_size))
     total = clock.ends[-1] - clock.starts[0]
@@ -90,21 +97,30 @@ def main() -> None:
         shares.append(share)
         return rate
 
-    comp = interleave({"without EfficiencyReport": lambda: fit(False, data, args)[0],
-                       "with EfficiencyReport": with_report}, rounds=args.rounds, warmup=1)
+    comp = interleave(
+        {"without EfficiencyReport": lambda: fit(False, data, args)[0], "with EfficiencyReport": with_report},
+        rounds=args.rounds,
+        warmup=1,
+    )
     shares = shares[1:]  # drop the warm-up round
-    share_rows = [(f"{100 * min(shares):.3f}%", f"{100 * sorted(shares)[len(shares) // 2]:.3f}%",
-                   f"{100 * max(shares):.3f}%")]
+    share_rows = [
+        (f"{100 * min(shares):.3f}%", f"{100 * sorted(shares)[len(shares) // 2]:.3f}%", f"{100 * max(shares):.3f}%")
+    ]
     body = (
         f"ResNet-18, {args.size} px, batch {args.batch_size}, {args.batches} batches per fit, precision "
         f"`{recommended_precision('cpu')}`, ChannelsLast, in-memory data.\n\n"
         "Time inside EfficiencyReport's hooks as a share of the training loop (target: under 1%):\n\n"
         + markdown_table(("min", "median", "max"), share_rows)
         + "\n\nTraining images/s without vs with the report (interleaved):\n\n"
-        + comparison_table(comp, "images/s") + "\n"
+        + comparison_table(comp, "images/s")
+        + "\n"
     )
-    path = write_results("report_overhead", "EfficiencyReport overhead", body,
-                         {"args": vars(args), "hook_share": shares, "values": comp.values})
+    path = write_results(
+        "report_overhead",
+        "EfficiencyReport overhead",
+        body,
+        {"args": vars(args), "hook_share": shares, "values": comp.values},
+    )
     print(body)
     print(f"wrote {path}")
 

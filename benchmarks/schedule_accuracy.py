@@ -44,8 +44,12 @@ def train_once(arm: str, seed: int, args: argparse.Namespace) -> dict:
     pl.seed_everything(seed, workers=True, verbose=False)
     train = FastImageFolder(args.data / "train", size=args.size, train=True)
     val = FastImageFolder(args.data / "val", size=args.size, train=False)
-    kw = dict(batch_size=args.batch_size, num_workers=args.workers, persistent_workers=args.workers > 0,
-              collate_fn=uint8_collate)
+    kw = dict(
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        persistent_workers=args.workers > 0,
+        collate_fn=uint8_collate,
+    )
     if args.train_images:
         train = Subset(train, balanced_subset(train.targets, args.train_images, seed=1234))  # same subset for all
     train_loader = DataLoader(train, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed), **kw)
@@ -54,15 +58,27 @@ def train_once(arm: str, seed: int, args: argparse.Namespace) -> dict:
     if arm == "step-wise":
         callbacks.append(StepwiseLR(verbose=False))
     trainer = pl.Trainer(
-        max_epochs=args.epochs, precision=recommended_precision(), callbacks=callbacks, accelerator="auto",
-        devices=1, logger=False, enable_checkpointing=False, enable_model_summary=False,
-        enable_progress_bar=False, num_sanity_val_steps=0,
+        max_epochs=args.epochs,
+        precision=recommended_precision(),
+        callbacks=callbacks,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        num_sanity_val_steps=0,
     )
     model = make_classifier(len(val.classes), args.lr, args.epochs)
     start = time.perf_counter()
     trainer.fit(model, train_loader, val_loader)
-    return {"arm": arm, "seed": seed, "val_top1": float(trainer.callback_metrics["val/top1"]),
-            "seconds": time.perf_counter() - start, "steps": trainer.global_step}
+    return {
+        "arm": arm,
+        "seed": seed,
+        "val_top1": float(trainer.callback_metrics["val/top1"]),
+        "seconds": time.perf_counter() - start,
+        "steps": trainer.global_step,
+    }
 
 
 def summarise(runs: list[dict], args: argparse.Namespace) -> str:
@@ -72,18 +88,35 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> str:
         if not accs:
             continue
         sd = statistics.stdev(accs) if len(accs) > 1 else float("nan")
-        rows.append((arm, len(accs), f"{100 * statistics.mean(accs):.2f}", f"{100 * sd:.2f}",
-                     f"{100 * min(accs):.2f} - {100 * max(accs):.2f}",
-                     ", ".join(f"{100 * a:.2f}" for a in accs)))
+        rows.append(
+            (
+                arm,
+                len(accs),
+                f"{100 * statistics.mean(accs):.2f}",
+                f"{100 * sd:.2f}",
+                f"{100 * min(accs):.2f} - {100 * max(accs):.2f}",
+                ", ".join(f"{100 * a:.2f}" for a in accs),
+            )
+        )
     per_seed = []
     for seed in sorted({r["seed"] for r in runs}):
         pair = {r["arm"]: r["val_top1"] for r in runs if r["seed"] == seed}
         if len(pair) == 2:
-            per_seed.append((seed, f"{100 * pair['epoch-wise']:.2f}", f"{100 * pair['step-wise']:.2f}",
-                             f"{100 * (pair['step-wise'] - pair['epoch-wise']):+.2f}"))
+            per_seed.append(
+                (
+                    seed,
+                    f"{100 * pair['epoch-wise']:.2f}",
+                    f"{100 * pair['step-wise']:.2f}",
+                    f"{100 * (pair['step-wise'] - pair['epoch-wise']):+.2f}",
+                )
+            )
     body = (
         "ResNet-18 from scratch on Imagenette ("
-        + (f"a class-balanced subset of {args.train_images} training images" if args.train_images else "full train split")
+        + (
+            f"a class-balanced subset of {args.train_images} training images"
+            if args.train_images
+            else "full train split"
+        )
         + f", {args.size} px, batch {args.batch_size}, "
         f"{args.epochs} epochs, peak LR {args.lr}, 1-epoch warmup + cosine), val top-1 on the full val split "
         f"at the end of training. Mean, sample standard deviation and range over seeds.\n\n"
@@ -117,8 +150,12 @@ def main() -> None:
             runs.append(result)
             print(json.dumps(result), flush=True)
             body = summarise(runs, args)
-            write_results("schedule_accuracy", "LR schedule: epoch-wise vs step-wise (StepwiseLR), val top-1",
-                          body, {"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs})
+            write_results(
+                "schedule_accuracy",
+                "LR schedule: epoch-wise vs step-wise (StepwiseLR), val top-1",
+                body,
+                {"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs},
+            )
     print(summarise(runs, args))
     print(f"wrote {RESULTS / 'schedule_accuracy.md'}")
 

@@ -52,8 +52,15 @@ def curves_png(runs: list[dict[str, Any]], target: float, path: Path, title: str
         pts = run["top1_curve"]
         label = None if run["kind"] in seen else run["kind"]
         seen.add(run["kind"])
-        ax.plot([t for t, _ in pts], [100 * a for _, a in pts], "o-", ms=3, color=colours[run["kind"]], alpha=0.8,
-                label=label)
+        ax.plot(
+            [t for t, _ in pts],
+            [100 * a for _, a in pts],
+            "o-",
+            ms=3,
+            color=colours[run["kind"]],
+            alpha=0.8,
+            label=label,
+        )
     ax.axhline(100 * target, color="grey", ls=":", lw=1, label="baseline's mean final top-1")
     ax.set_xlabel("training seconds (wall clock, tuning included, validation excluded)")
     ax.set_ylabel("val top-1 (%)")
@@ -69,8 +76,10 @@ def mean_curve(runs: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """The side's mean curve: for each validation (epoch), the mean training seconds and the mean top-1 over its
     runs (every run of a side validates after the same epochs)."""
     n = min(len(r["top1_curve"]) for r in runs)
-    return [(statistics.mean(r["top1_curve"][i][0] for r in runs), statistics.mean(r["top1_curve"][i][1] for r in runs))
-            for i in range(n)]
+    return [
+        (statistics.mean(r["top1_curve"][i][0] for r in runs), statistics.mean(r["top1_curve"][i][1] for r in runs))
+        for i in range(n)
+    ]
 
 
 def first_time(curve: list[tuple[float, float]], target: float) -> float:
@@ -78,10 +87,12 @@ def first_time(curve: list[tuple[float, float]], target: float) -> float:
     return next((t for t, a in curve if a >= target), math.nan)
 
 
-def render(runs: list[dict[str, Any]], args: dict[str, Any], total_s: float, train_n: int, val_n: int,
-           workers: Any, name: str) -> tuple[str, dict[str, Any]]:
+def render(
+    runs: list[dict[str, Any]], args: dict[str, Any], total_s: float, train_n: int, val_n: int, workers: Any, name: str
+) -> tuple[str, dict[str, Any]]:
     """The Markdown body (linking ``<name>.png``) and the summary figures of a finished run (also used by
     ``--from-json``)."""
+
     def side(kind: str) -> list[dict[str, Any]]:
         return [r for r in runs if r["kind"] == kind]
 
@@ -105,39 +116,62 @@ def render(runs: list[dict[str, Any]], args: dict[str, Any], total_s: float, tra
             "tuned": [r.get("tuned", {}).get("chosen") for r in side(kind)],
         }
         s = summary[kind]
-        rows.append((kind, s["precision"], f"{100 * s['final_top1_mean']:.1f}% +- {100 * s['final_top1_sd']:.1f}",
-                     ", ".join("not reached" if math.isnan(t) else f"{t:.0f} s" for t in times),
-                     "-" if math.isnan(s["time_to_target_mean_s"]) else f"{s['time_to_target_mean_s']:.0f} s",
-                     "not reached" if math.isnan(s["mean_curve_time_to_target_s"])
-                     else f"{s['mean_curve_time_to_target_s']:.0f} s",
-                     f"{s['images_per_s_mean']:.1f}", f"{s['wall_time_mean_s']:.0f} s"))
+        rows.append(
+            (
+                kind,
+                s["precision"],
+                f"{100 * s['final_top1_mean']:.1f}% +- {100 * s['final_top1_sd']:.1f}",
+                ", ".join("not reached" if math.isnan(t) else f"{t:.0f} s" for t in times),
+                "-" if math.isnan(s["time_to_target_mean_s"]) else f"{s['time_to_target_mean_s']:.0f} s",
+                "not reached"
+                if math.isnan(s["mean_curve_time_to_target_s"])
+                else f"{s['mean_curve_time_to_target_s']:.0f} s",
+                f"{s['images_per_s_mean']:.1f}",
+                f"{s['wall_time_mean_s']:.0f} s",
+            )
+        )
     ratio = summary["efficient"]["time_to_target_mean_s"] / summary["baseline"]["time_to_target_mean_s"]
-    curve_ratio = (summary["efficient"]["mean_curve_time_to_target_s"]
-                   / summary["baseline"]["mean_curve_time_to_target_s"])
+    curve_ratio = (
+        summary["efficient"]["mean_curve_time_to_target_s"] / summary["baseline"]["mean_curve_time_to_target_s"]
+    )
     summary["ratio_mean_time"], summary["ratio_mean_curve"], summary["target"] = ratio, curve_ratio, target
     throughput = summary["efficient"]["images_per_s_mean"] / summary["baseline"]["images_per_s_mean"]
-    body = "\n".join([
-        f"ResNet-18 from scratch on Imagenette ({train_n} train / {val_n} val images), {args['size']} px, "
-        f"batch {args['batch_size']}, {args['epochs']} epochs, peak LR {args['lr']} (1-epoch warmup, cosine), "
-        f"{args['seeds']} seeds per side, alternating; {workers} DataLoader workers. Total {total_s:.0f} s.",
-        "",
-        f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline time to it "
-        "(goal of issue #15: <= 0.55x):",
-        "",
-        "- mean over runs: " + ("not reached by every run" if math.isnan(ratio) else f"**{ratio:.2f}x**") + ";",
-        "- on each side's mean curve (mean top-1 and mean training seconds per epoch over the seeds): "
-        + ("not reached" if math.isnan(curve_ratio) else f"**{curve_ratio:.2f}x**") + ".",
-        "",
-        markdown_table(("side", "precision", "final top-1 (mean +- sd)", "time to target, per seed",
-                        "mean time to target", "mean curve reaches it", "images/s", "wall time"), rows),
-        "",
-        f"Training throughput, efficient / baseline: {throughput:.2f}x.",
-        "Training seconds: wall clock from the start of the run (tuning included), validation runs excluded; one "
-        "validation per epoch, so times to target have an epoch's resolution.",
-        f"Efficient side's tuned settings: {summary['efficient']['tuned']}.",
-        "",
-        f"![curves]({name}.png)",
-    ])
+    body = "\n".join(
+        [
+            f"ResNet-18 from scratch on Imagenette ({train_n} train / {val_n} val images), {args['size']} px, "
+            f"batch {args['batch_size']}, {args['epochs']} epochs, peak LR {args['lr']} (1-epoch warmup, cosine), "
+            f"{args['seeds']} seeds per side, alternating; {workers} DataLoader workers. Total {total_s:.0f} s.",
+            "",
+            f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline time to it "
+            "(goal of issue #15: <= 0.55x):",
+            "",
+            "- mean over runs: " + ("not reached by every run" if math.isnan(ratio) else f"**{ratio:.2f}x**") + ";",
+            "- on each side's mean curve (mean top-1 and mean training seconds per epoch over the seeds): "
+            + ("not reached" if math.isnan(curve_ratio) else f"**{curve_ratio:.2f}x**")
+            + ".",
+            "",
+            markdown_table(
+                (
+                    "side",
+                    "precision",
+                    "final top-1 (mean +- sd)",
+                    "time to target, per seed",
+                    "mean time to target",
+                    "mean curve reaches it",
+                    "images/s",
+                    "wall time",
+                ),
+                rows,
+            ),
+            "",
+            f"Training throughput, efficient / baseline: {throughput:.2f}x.",
+            "Training seconds: wall clock from the start of the run (tuning included), validation runs excluded; one "
+            "validation per epoch, so times to target have an epoch's resolution.",
+            f"Efficient side's tuned settings: {summary['efficient']['tuned']}.",
+            "",
+            f"![curves]({name}.png)",
+        ]
+    )
     return body, summary
 
 
@@ -153,20 +187,39 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: auto)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="re-render the .md/.png of a finished run from its .json (no training; keeps its machine)")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="re-render the .md/.png of a finished run from its .json (no training; keeps its machine)",
+    )
     args = parser.parse_args()
     if args.from_json is not None:
         data = json.loads(args.from_json.read_text())
         runs, view = data["runs"], data["args"]
         name = args.from_json.stem
-        body, summary = render(runs, view, data.get("total_s", math.nan), data["train_images_n"],
-                               data["val_images_n"], data["workers"], name)
-        curves_png(runs, summary["target"], RESULTS / f"{name}.png",
-                   f"ResNet-18, Imagenette, {view['size']} px, {view['epochs']} epochs")
-        path = write_results(name, "Time to accuracy: plain Lightning vs lightning_efficient", body,
-                             {**{k: v for k, v in data.items() if k != "machine"}, "summary": summary},
-                             info=data.get("machine"))
+        body, summary = render(
+            runs,
+            view,
+            data.get("total_s", math.nan),
+            data["train_images_n"],
+            data["val_images_n"],
+            data["workers"],
+            name,
+        )
+        curves_png(
+            runs,
+            summary["target"],
+            RESULTS / f"{name}.png",
+            f"ResNet-18, Imagenette, {view['size']} px, {view['epochs']} epochs",
+        )
+        path = write_results(
+            name,
+            "Time to accuracy: plain Lightning vs lightning_efficient",
+            body,
+            {**{k: v for k, v in data.items() if k != "machine"}, "summary": summary},
+            info=data.get("machine"),
+        )
         print(body)
         print(f"wrote {path}")
         return
@@ -182,11 +235,22 @@ def main() -> None:
     train_samples, val_samples = ImageFolder(root / "train").samples, ImageFolder(root / "val").samples
     train_idx = balanced_subset([t for _, t in train_samples], args.train_images, 0)
     val_idx = balanced_subset([t for _, t in val_samples], args.val_images, 1)
-    cfg = DemoConfig(data=str(root), epochs=args.epochs, train_images=args.train_images, val_images=args.val_images,
-                     image_size=args.size, batch_size=args.batch_size, workers=resolve_workers(args.workers),
-                     lr=args.lr, progress=False)
-    print(f"ResNet-18, {len(train_idx)} train / {len(val_idx)} val images, {args.size} px, {args.epochs} epochs, "
-          f"{args.seeds} seeds per side, {cfg.workers} workers", flush=True)
+    cfg = DemoConfig(
+        data=str(root),
+        epochs=args.epochs,
+        train_images=args.train_images,
+        val_images=args.val_images,
+        image_size=args.size,
+        batch_size=args.batch_size,
+        workers=resolve_workers(args.workers),
+        lr=args.lr,
+        progress=False,
+    )
+    print(
+        f"ResNet-18, {len(train_idx)} train / {len(val_idx)} val images, {args.size} px, {args.epochs} epochs, "
+        f"{args.seeds} seeds per side, {cfg.workers} workers",
+        flush=True,
+    )
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
     for seed in range(args.seeds):
@@ -196,19 +260,34 @@ def main() -> None:
             r = run_in_subprocess(kind, cfg, train_idx, val_idx)
             r = {k: v for k, v in r.items() if k != "report"}
             runs.append({"kind": kind, "seed": seed, **r})
-            print(f"  seed {seed} {kind:9s}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
-                  f"{r['images_per_s']:.1f} images/s; curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
-                  flush=True)
+            print(
+                f"  seed {seed} {kind:9s}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
+                f"{r['images_per_s']:.1f} images/s; curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
+                flush=True,
+            )
     total = time.perf_counter() - started
     view = {k: str(v) for k, v in vars(args).items()}
     name = "time_to_accuracy_quick" if args.quick else "time_to_accuracy"
     body, summary = render(runs, view, total, len(train_idx), len(val_idx), cfg.workers, name)
-    curves_png(runs, summary["target"], RESULTS / f"{name}.png",
-               f"ResNet-18, Imagenette, {args.size} px, {args.epochs} epochs")
-    path = write_results(name, "Time to accuracy: plain Lightning vs lightning_efficient", body,
-                         {"args": view, "summary": summary, "runs": runs, "ratio": summary["ratio_mean_time"],
-                          "target": summary["target"], "total_s": total, "train_images_n": len(train_idx),
-                          "val_images_n": len(val_idx), "workers": cfg.workers})
+    curves_png(
+        runs, summary["target"], RESULTS / f"{name}.png", f"ResNet-18, Imagenette, {args.size} px, {args.epochs} epochs"
+    )
+    path = write_results(
+        name,
+        "Time to accuracy: plain Lightning vs lightning_efficient",
+        body,
+        {
+            "args": view,
+            "summary": summary,
+            "runs": runs,
+            "ratio": summary["ratio_mean_time"],
+            "target": summary["target"],
+            "total_s": total,
+            "train_images_n": len(train_idx),
+            "val_images_n": len(val_idx),
+            "workers": cfg.workers,
+        },
+    )
     print(body)
     print(f"wrote {path}")
 

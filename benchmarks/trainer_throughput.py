@@ -32,8 +32,14 @@ def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size:
     torch.manual_seed(0)
     clock = BatchClock()
     common = dict(
-        max_epochs=1, limit_train_batches=batches, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        max_epochs=1,
+        limit_train_batches=batches,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     if kind == "baseline":
         trainer = pl.Trainer(precision="32-true", callbacks=[clock], **common)

@@ -78,8 +78,15 @@ def setup(key: str, batch: int, quick: bool, tmp: Path) -> tuple[Any, DataLoader
         return model, DataLoader(random_images(batch * 4, size), batch_size=batch, shuffle=True), []
     root = digits_imagefolder(tmp / f"digits{size}", size=size)
     dataset = FastImageFolder(root / "train", size=size, train=True)
-    loader = DataLoader(dataset, batch_size=batch, shuffle=True, drop_last=True, num_workers=1,
-                        persistent_workers=True, collate_fn=uint8_collate)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        drop_last=True,
+        num_workers=1,
+        persistent_workers=True,
+        collate_fn=uint8_collate,
+    )
     return model, loader, [GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)]
 
 
@@ -87,8 +94,9 @@ def exhaustive(trials: Any, candidates: list[Any], rounds: int, log: Any) -> dic
     """Every candidate's windows (images/s) pooled over rounds; compiled candidates once."""
     plain = [c for c in candidates if not c.compile]
     compiled = [c for c in candidates if c.compile]
-    pooled: dict[Any, dict[str, Any]] = {c: {"windows": [], "compile_s": [], "peak_mb": math.nan, "error": None}
-                                         for c in candidates}
+    pooled: dict[Any, dict[str, Any]] = {
+        c: {"windows": [], "compile_s": [], "peak_mb": math.nan, "error": None} for c in candidates
+    }
     for i in range(rounds):
         order = plain if i % 2 == 0 else list(reversed(plain))
         for c in order + (compiled if i == 0 else []):
@@ -114,8 +122,10 @@ def interleaved(trials: Any, candidates: list[Any], rounds: int, log: Any) -> di
         log("    (cannot be interleaved in one fit)")
         return {}
     for m in found:
-        log(f"    {m.candidate.label():45s} {geomean(m.window_images_per_s):8.2f} images/s (interleaved)"
-            + (f"  ({m.error or m.skipped})" if not m.ok else ""))
+        log(
+            f"    {m.candidate.label():45s} {geomean(m.window_images_per_s):8.2f} images/s (interleaved)"
+            + (f"  ({m.error or m.skipped})" if not m.ok else "")
+        )
     return {m.candidate: m for m in found}
 
 
@@ -132,15 +142,24 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1, help="rounds of separate fits (the cross-check)")
-    parser.add_argument("--interleaved-rounds", type=int, default=6,
-                        help="rounds of the interleaved measurement (one window per configuration each)")
-    parser.add_argument("--planned-steps", type=int, default=3000,
-                        help="optimizer steps of the run tune(compile=True) amortises compilation over")
+    parser.add_argument(
+        "--interleaved-rounds",
+        type=int,
+        default=6,
+        help="rounds of the interleaved measurement (one window per configuration each)",
+    )
+    parser.add_argument(
+        "--planned-steps",
+        type=int,
+        default=3000,
+        help="optimizer steps of the run tune(compile=True) amortises compilation over",
+    )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the exhaustive set")
     parser.add_argument("--bf16", action="store_true", help="also measure bf16-mixed (slow where emulated)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--name", default=None,
-                        help="results file name under benchmarks/results/ (default: tune, or tune_quick)")
+    parser.add_argument(
+        "--name", default=None, help="results file name under benchmarks/results/ (default: tune, or tune_quick)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.batch_size, args.warmup, args.window, args.repeats, args.rounds = 4, 1, 1, 2, 1
@@ -170,25 +189,32 @@ def main() -> None:
             with_compile = None
             if not args.no_compile:  # what tune(compile=True) finds, and what measuring compilation costs
                 start = time.perf_counter()
-                with_compile = tune(model, loader, verbose=False, compile=True, planned_steps=args.planned_steps,
-                                    **tune_kw, **kw)
+                with_compile = tune(
+                    model, loader, verbose=False, compile=True, planned_steps=args.planned_steps, **tune_kw, **kw
+                )
                 compile_cost = time.perf_counter() - start
                 log(f"  tune(compile=True): {with_compile.chosen.label()} in {compile_cost:.0f} s")
-            trials = Trials(model, loader, warmup_steps=args.warmup, window_steps=args.window,
-                            repeats=args.repeats, **kw)
+            trials = Trials(
+                model, loader, warmup_steps=args.warmup, window_steps=args.window, repeats=args.repeats, **kw
+            )
             cpus = available_cpus()  # the same worker counts tune() tries by default, and the loader's own
             workers = sorted({trials.current.num_workers, 0, cpus // 4, cpus // 2, max(cpus - 1, 0)})
             compiles = [False] if args.no_compile else [False, True]
-            candidates = [Candidate("32-true", cl, comp, w)
-                          for cl, comp, w in itertools.product([False, True], compiles, workers)]
+            candidates = [
+                Candidate("32-true", cl, comp, w) for cl, comp, w in itertools.product([False, True], compiles, workers)
+            ]
             pooled = exhaustive(trials, candidates, args.rounds, log)
             if args.bf16:
                 brief = Trials(model, loader, warmup_steps=1, window_steps=1, repeats=1, **kw)
                 for cl in (False, True):
                     c = Candidate("bf16-mixed", cl, False, workers[-1])
                     m = brief(c, "exhaustive")
-                    pooled[c] = {"windows": list(m.window_images_per_s), "compile_s": [], "peak_mb": m.peak_memory_mb,
-                                 "error": m.error}
+                    pooled[c] = {
+                        "windows": list(m.window_images_per_s),
+                        "compile_s": [],
+                        "peak_mb": m.peak_memory_mb,
+                        "error": m.error,
+                    }
                     log(f"    {c.label():45s} {m.images_per_s:8.2f} images/s")
             inter = interleaved(trials, candidates, args.interleaved_rounds, log)
             trials.restore()
@@ -213,8 +239,13 @@ def main() -> None:
                     return {"tuned": tuned, "rate": math.nan, "vs_floor": math.nan, "best": None, "vs_best": math.nan}
                 best = max(ok, key=ok.get)
                 floor = max(ok.get(plain, math.nan), ok.get(recipe_c, ok.get(plain, math.nan)))
-                out = {"tuned": tuned, "rate": ok[tuned], "vs_floor": ok[tuned] / floor, "best": best,
-                       "vs_best": ok[tuned] / ok[best]}
+                out = {
+                    "tuned": tuned,
+                    "rate": ok[tuned],
+                    "vs_floor": ok[tuned] / floor,
+                    "best": best,
+                    "vs_best": ok[tuned] / ok[best],
+                }
                 if rate_of is irate and best != tuned:
                     g = paired_gain(inter[tuned], inter[best])
                     out["vs_best_bounds"] = (g.lower, g.upper)
@@ -224,43 +255,77 @@ def main() -> None:
                 v, s = verdict(chosen, irate), verdict(chosen, rate)
                 if chosen.compile or not math.isfinite(v["rate"]):  # judged on separate fits
                     v = s
-                return (label, chosen.label(), f"{cost_s:.0f} s", f"{v['rate']:.1f}", f"{v['vs_floor']:.2f}x",
-                        v["best"].label() if v["best"] else "-", f"{v['vs_best']:.2f}x",
-                        f"{s['vs_floor']:.2f}x / {s['vs_best']:.2f}x")
+                return (
+                    label,
+                    chosen.label(),
+                    f"{cost_s:.0f} s",
+                    f"{v['rate']:.1f}",
+                    f"{v['vs_floor']:.2f}x",
+                    v["best"].label() if v["best"] else "-",
+                    f"{v['vs_best']:.2f}x",
+                    f"{s['vs_floor']:.2f}x / {s['vs_best']:.2f}x",
+                )
 
             rows.append(row(key, result.chosen, cost))
             if with_compile is not None:
                 rows.append(row(f"{key}, `compile=True`", with_compile.chosen, compile_cost))
             main_v, sep_v = verdict(result.chosen, irate), verdict(result.chosen, rate)
             data["models"][key] = {
-                "tune_cost_s": cost, "tuned": result.chosen.label(), "tune_table": result.rows(),
+                "tune_cost_s": cost,
+                "tuned": result.chosen.label(),
+                "tune_table": result.rows(),
                 "tune_measurements": result.to_dict()["measurements"],
                 "tune_reasons": result.reasons,
-                "exhaustive": [{"settings": c.label(), "images_per_s": rate(c), "windows": v["windows"],
-                                "spread": (max(v["windows"]) - min(v["windows"])) / rate(c) if v["windows"] else None,
-                                "compile_s": statistics.median(v["compile_s"]) if v["compile_s"] else None,
-                                "peak_memory_mb": v["peak_mb"], "error": v["error"]} for c, v in pooled.items()],
-                "interleaved": [{"settings": c.label(), "images_per_s": irate(c), "windows": list(m.window_images_per_s),
-                                 "vs_plain": paired_gain(m, inter[plain]).gain if plain in inter and m.ok else None,
-                                 "vs_plain_bounds": (paired_gain(m, inter[plain]).lower,
-                                                     paired_gain(m, inter[plain]).upper)
-                                 if plain in inter and m.ok and c != plain else None,
-                                 "data_wait": m.data_wait, "peak_memory_mb": m.peak_memory_mb,
-                                 "error": m.error or m.skipped} for c, m in inter.items()],
+                "exhaustive": [
+                    {
+                        "settings": c.label(),
+                        "images_per_s": rate(c),
+                        "windows": v["windows"],
+                        "spread": (max(v["windows"]) - min(v["windows"])) / rate(c) if v["windows"] else None,
+                        "compile_s": statistics.median(v["compile_s"]) if v["compile_s"] else None,
+                        "peak_memory_mb": v["peak_mb"],
+                        "error": v["error"],
+                    }
+                    for c, v in pooled.items()
+                ],
+                "interleaved": [
+                    {
+                        "settings": c.label(),
+                        "images_per_s": irate(c),
+                        "windows": list(m.window_images_per_s),
+                        "vs_plain": paired_gain(m, inter[plain]).gain if plain in inter and m.ok else None,
+                        "vs_plain_bounds": (paired_gain(m, inter[plain]).lower, paired_gain(m, inter[plain]).upper)
+                        if plain in inter and m.ok and c != plain
+                        else None,
+                        "data_wait": m.data_wait,
+                        "peak_memory_mb": m.peak_memory_mb,
+                        "error": m.error or m.skipped,
+                    }
+                    for c, m in inter.items()
+                ],
                 "tuned_vs_faster_of_plain_and_recipe": main_v["vs_floor"],
                 "tuned_vs_best": main_v["vs_best"],
                 "tuned_vs_best_bounds": main_v.get("vs_best_bounds"),
                 "best": main_v["best"].label() if main_v["best"] else None,
-                "separate_fits": {"tuned_vs_faster_of_plain_and_recipe": sep_v["vs_floor"],
-                                  "tuned_vs_best": sep_v["vs_best"],
-                                  "best": sep_v["best"].label() if sep_v["best"] else None},
-                "tune_compile": None if with_compile is None else {
-                    "cost_s": compile_cost, "chosen": with_compile.chosen.label(), "table": with_compile.rows(),
-                    "reasons": with_compile.reasons},
+                "separate_fits": {
+                    "tuned_vs_faster_of_plain_and_recipe": sep_v["vs_floor"],
+                    "tuned_vs_best": sep_v["vs_best"],
+                    "best": sep_v["best"].label() if sep_v["best"] else None,
+                },
+                "tune_compile": None
+                if with_compile is None
+                else {
+                    "cost_s": compile_cost,
+                    "chosen": with_compile.chosen.label(),
+                    "table": with_compile.rows(),
+                    "reasons": with_compile.reasons,
+                },
             }
-            log(f"  interleaved: tuned {irate(main_v['tuned']):.1f} images/s; plain {irate(plain):.1f}; recipe "
+            log(
+                f"  interleaved: tuned {irate(main_v['tuned']):.1f} images/s; plain {irate(plain):.1f}; recipe "
                 f"{irate(recipe_c):.1f}; best {main_v['best'].label() if main_v['best'] else '-'}; separate fits: "
-                f"tuned {rate(sep_v['tuned']):.1f}, plain {rate(plain):.1f}, recipe {rate(recipe_c):.1f}")
+                f"tuned {rate(sep_v['tuned']):.1f}, plain {rate(plain):.1f}, recipe {rate(recipe_c):.1f}"
+            )
 
     body = [
         "`tune()` (defaults) vs an exhaustive measurement of every candidate, batch "
@@ -274,30 +339,74 @@ def main() -> None:
         "(10 classes); the demo's model, ResNet-18 at 112 px on scikit-learn's digits as PNGs (`FastImageFolder`, "
         "1 DataLoader worker, TrivialAugment on the device)" + (" (--quick: 32 px)." if args.quick else "."),
         "",
-        markdown_table(("model", "tune() chose", "tuning cost", "tuned images/s (interleaved)",
-                        "vs faster of plain / recipe()", "best (interleaved)", "tuned vs best",
-                        "separate fits: vs faster / vs best"), rows),
+        markdown_table(
+            (
+                "model",
+                "tune() chose",
+                "tuning cost",
+                "tuned images/s (interleaved)",
+                "vs faster of plain / recipe()",
+                "best (interleaved)",
+                "tuned vs best",
+                "separate fits: vs faster / vs best",
+            ),
+            rows,
+        ),
     ]
     for key, m in data["models"].items():
         bounds = m["tuned_vs_best_bounds"]
-        body += ["", f"## {key}: every candidate", "", "Interleaved in one fit:", "",
-                 markdown_table(("settings", "images/s", "vs plain (one-sided 95% bounds)", "data wait", "peak MiB",
-                                 "error"),
-                                [(e["settings"], f"{e['images_per_s']:.1f}",
-                                  "-" if e["vs_plain"] is None else f"{e['vs_plain']:.3f}x" + (
-                                      f" ({e['vs_plain_bounds'][0]:.3f}-{e['vs_plain_bounds'][1]:.3f})"
-                                      if e["vs_plain_bounds"] else ""),
-                                  f"{e['data_wait']:.1%}" if math.isfinite(e["data_wait"]) else "-",
-                                  f"{e['peak_memory_mb']:.0f}", e["error"] or "") for e in m["interleaved"]]),
-                 "", f"Tuned vs best: {m['tuned_vs_best']:.3f}x" + (
-                     f" (one-sided 95% bounds {bounds[0]:.3f}-{bounds[1]:.3f})" if bounds else "") + ".",
-                 "", "Separate fits:", "",
-                 markdown_table(("settings", "images/s", "spread", "compile s", "peak MiB", "error"),
-                                [(e["settings"], f"{e['images_per_s']:.1f}",
-                                  "-" if e["spread"] is None else f"{e['spread']:.0%}",
-                                  "-" if e["compile_s"] is None else f"{e['compile_s']:.0f}",
-                                  f"{e['peak_memory_mb']:.0f}", e["error"] or "") for e in m["exhaustive"]]),
-                 "", "tune() decisions:", ""] + [f"- {r}" for r in m["tune_reasons"]]
+        body += [
+            "",
+            f"## {key}: every candidate",
+            "",
+            "Interleaved in one fit:",
+            "",
+            markdown_table(
+                ("settings", "images/s", "vs plain (one-sided 95% bounds)", "data wait", "peak MiB", "error"),
+                [
+                    (
+                        e["settings"],
+                        f"{e['images_per_s']:.1f}",
+                        "-"
+                        if e["vs_plain"] is None
+                        else f"{e['vs_plain']:.3f}x"
+                        + (
+                            f" ({e['vs_plain_bounds'][0]:.3f}-{e['vs_plain_bounds'][1]:.3f})"
+                            if e["vs_plain_bounds"]
+                            else ""
+                        ),
+                        f"{e['data_wait']:.1%}" if math.isfinite(e["data_wait"]) else "-",
+                        f"{e['peak_memory_mb']:.0f}",
+                        e["error"] or "",
+                    )
+                    for e in m["interleaved"]
+                ],
+            ),
+            "",
+            f"Tuned vs best: {m['tuned_vs_best']:.3f}x"
+            + (f" (one-sided 95% bounds {bounds[0]:.3f}-{bounds[1]:.3f})" if bounds else "")
+            + ".",
+            "",
+            "Separate fits:",
+            "",
+            markdown_table(
+                ("settings", "images/s", "spread", "compile s", "peak MiB", "error"),
+                [
+                    (
+                        e["settings"],
+                        f"{e['images_per_s']:.1f}",
+                        "-" if e["spread"] is None else f"{e['spread']:.0%}",
+                        "-" if e["compile_s"] is None else f"{e['compile_s']:.0f}",
+                        f"{e['peak_memory_mb']:.0f}",
+                        e["error"] or "",
+                    )
+                    for e in m["exhaustive"]
+                ],
+            ),
+            "",
+            "tune() decisions:",
+            "",
+        ] + [f"- {r}" for r in m["tune_reasons"]]
         if m["tune_compile"]:
             body += ["", "tune(compile=True) decisions:", ""] + [f"- {r}" for r in m["tune_compile"]["reasons"]]
     name = args.name or ("tune_quick" if args.quick else "tune")

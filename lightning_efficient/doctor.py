@@ -11,7 +11,6 @@ from lightning_efficient.functional.efficiency import PILLOW_SIMD_INSTALL, Check
 from lightning_efficient.precision import cpu_flags, explain_precision
 
 
-
 def _version(module: str) -> str | None:
     try:
         return __import__(module).__version__
@@ -43,15 +42,23 @@ def diagnose() -> list[Check]:
         out.append(Check("CUDA devices", True, f"{n}: {names}"))
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         out.append(
-            Check("cuDNN", cudnn is not None, str(cudnn) if cudnn else "unavailable",
-                    "" if cudnn else "install a torch build with cuDNN")
+            Check(
+                "cuDNN",
+                cudnn is not None,
+                str(cudnn) if cudnn else "unavailable",
+                "" if cudnn else "install a torch build with cuDNN",
+            )
         )
         bf16 = torch.cuda.is_bf16_supported()
         out.append(Check("CUDA bf16", bf16, "supported" if bf16 else "not supported (pre-Ampere)"))
         tf32 = torch.get_float32_matmul_precision()
         out.append(
-            Check("TF32 matmuls", tf32 != "highest", f"float32_matmul_precision={tf32!r}",
-                    "" if tf32 != "highest" else "torch.set_float32_matmul_precision('high')")
+            Check(
+                "TF32 matmuls",
+                tf32 != "highest",
+                f"float32_matmul_precision={tf32!r}",
+                "" if tf32 != "highest" else "torch.set_float32_matmul_precision('high')",
+            )
         )
     else:
         out.append(Check("CUDA devices", None, "none visible: training runs on the CPU"))
@@ -83,11 +90,15 @@ def diagnose() -> list[Check]:
         )
     )
     choice = explain_precision()
-    out.append(Check("precision", True, f"use Trainer(precision={choice.precision!r}): {choice.reason}",
-                       "; ".join(choice.advice)))
+    out.append(
+        Check(
+            "precision", True, f"use Trainer(precision={choice.precision!r}): {choice.reason}", "; ".join(choice.advice)
+        )
+    )
     settings = suggest_loader_kwargs()
-    out.append(Check("DataLoader", None, ", ".join(f"{k}={v!r}" for k, v in settings.kwargs.items()
-                                                   if k != "collate_fn")))
+    out.append(
+        Check("DataLoader", None, ", ".join(f"{k}={v!r}" for k, v in settings.kwargs.items() if k != "collate_fn"))
+    )
     return out
 
 

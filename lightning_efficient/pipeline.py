@@ -265,8 +265,9 @@ class BatchPipeline:
         """The steps each batch goes through, one per line, in order (what ``str(pipeline)`` prints)."""
         user = _function_name(self.user_hook)
         user += "" if overrides_hook(self.owner) else " (not overridden: identity)"
-        lines = [f"BatchPipeline on {type(self.owner).__qualname__}.{HOOK}"
-                 f"{'' if self.installed else ' (uninstalled)'}:"]
+        lines = [
+            f"BatchPipeline on {type(self.owner).__qualname__}.{HOOK}{'' if self.installed else ' (uninstalled)'}:"
+        ]
         steps = [(s.kind, s.name, _function_name(s.fn)) for s in self.stages if s.before_user_hook]
         steps.append(("user", "on_after_batch_transfer", user))
         steps += [(s.kind, s.name, _function_name(s.fn)) for s in self.stages if not s.before_user_hook]
@@ -329,4 +330,3 @@ def add_stage(trainer: Any, pl_module: Any, name: str, fn: BatchTransform, kind:
             pipeline._uninstall()
         raise
     return pipeline
-

@@ -118,13 +118,17 @@ def explain_precision(accelerator: str = "auto") -> PrecisionChoice:
         tf32 = "call torch.set_float32_matmul_precision('high') so fp32 matmuls that remain use TF32 tensor cores"
         if major >= 8:
             return PrecisionChoice(
-                "bf16-mixed", acc, name,
+                "bf16-mixed",
+                acc,
+                name,
                 "Ampere or newer: bf16 tensor cores with fp32's exponent range, so no GradScaler is needed.",
                 (tf32,),
             )
         if major == 7:
             return PrecisionChoice(
-                "16-mixed", acc, name,
+                "16-mixed",
+                acc,
+                name,
                 "Volta/Turing: fp16 tensor cores; bf16 is not native there. Lightning adds a GradScaler.",
             )
         return PrecisionChoice("32-true", acc, name, "no tensor cores before compute capability 7.0.")
@@ -136,11 +140,15 @@ def explain_precision(accelerator: str = "auto") -> PrecisionChoice:
     native = sorted(f for f in ("amx_bf16", "avx512_bf16") if f in flags)
     if native:
         return PrecisionChoice(
-            "bf16-mixed", acc, name,
+            "bf16-mixed",
+            acc,
+            name,
             f"the CPU has native bf16 dot products ({', '.join(native)}); oneDNN runs convolutions in bf16.",
         )
     return PrecisionChoice(
-        "32-true", acc, name,
+        "32-true",
+        acc,
+        name,
         "no AMX-BF16/AVX512-BF16 on this CPU: bf16 would be emulated and slower than fp32.",
     )
 

@@ -83,7 +83,9 @@ def recipe(
     check_trainer_kwargs(trainer_kwargs, "recipe()")
     if tune is not None:
         if not all(hasattr(tune, a) for a in ("recipe_kwargs", "chosen")):
-            raise TypeError(f"recipe(tune=...): expected the TuneResult that tune() returns, got {type(tune).__name__}.")
+            raise TypeError(
+                f"recipe(tune=...): expected the TuneResult that tune() returns, got {type(tune).__name__}."
+            )
         tuned = tune.recipe_kwargs()
         precision = tuned["precision"] if precision is None else precision
         channels_last = tuned["channels_last"] if channels_last is None else channels_last

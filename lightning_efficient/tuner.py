@@ -52,10 +52,27 @@ from lightning_efficient.recipe import check_trainer_kwargs
 __all__ = ["Candidate", "Measurement", "Trials", "TuneResult", "tune"]
 
 #: Trainer arguments ``tune()`` sets itself for the short measuring fits.
-_CONTROLLED = ("max_epochs", "min_epochs", "max_steps", "min_steps", "max_time", "limit_train_batches",
-               "limit_val_batches", "num_sanity_val_steps", "val_check_interval", "check_val_every_n_epoch",
-               "logger", "enable_checkpointing", "enable_progress_bar", "enable_model_summary", "precision",
-               "callbacks", "fast_dev_run", "profiler", "barebones")
+_CONTROLLED = (
+    "max_epochs",
+    "min_epochs",
+    "max_steps",
+    "min_steps",
+    "max_time",
+    "limit_train_batches",
+    "limit_val_batches",
+    "num_sanity_val_steps",
+    "val_check_interval",
+    "check_val_every_n_epoch",
+    "logger",
+    "enable_checkpointing",
+    "enable_progress_bar",
+    "enable_model_summary",
+    "precision",
+    "callbacks",
+    "fast_dev_run",
+    "profiler",
+    "barebones",
+)
 
 
 class _StepWaits:
@@ -228,8 +245,14 @@ class _InterleavedProbe(_Clock):
     _STAGE = "tune-paired-layout"
     _SEED_STAGE = "tune-paired-seed"
 
-    def __init__(self, sides: Sequence[Candidate], warmup: int, window: int, rounds: int,
-                 head_start: Optional[Mapping[Optional[int], int]] = None) -> None:
+    def __init__(
+        self,
+        sides: Sequence[Candidate],
+        warmup: int,
+        window: int,
+        rounds: int,
+        head_start: Optional[Mapping[Optional[int], int]] = None,
+    ) -> None:
         super().__init__()
         self.sides, self.window, self.rounds = list(sides), window, rounds
         head_start = head_start or {}
@@ -238,15 +261,16 @@ class _InterleavedProbe(_Clock):
         def run(side: int, steps: int, window_round: Optional[int]) -> None:
             if plan and plan[-1][0] != side:
                 new_loader = self.sides[plan[-1][0]].num_workers != self.sides[side].num_workers
-                untimed = (head_start.get(self.sides[side].num_workers, 0) if new_loader else 0) + \
-                    (window_round is not None)
+                untimed = (head_start.get(self.sides[side].num_workers, 0) if new_loader else 0) + (
+                    window_round is not None
+                )
                 plan.extend([(side, None)] * untimed)
             plan.extend([(side, window_round)] * steps)
 
         for side in reversed(range(len(self.sides))):
             run(side, warmup, None)
         for r in range(rounds):
-            for side in (range(len(self.sides)) if r % 2 == 0 else reversed(range(len(self.sides)))):
+            for side in range(len(self.sides)) if r % 2 == 0 else reversed(range(len(self.sides))):
                 run(side, window, r)
         self.plan = plan
         self.steps_needed = len(plan)
@@ -277,8 +301,9 @@ class _InterleavedProbe(_Clock):
         self.names = set(report.converted)
         self._convert = BatchToChannelsLast()
         self._switch(pl_module, None, self.cl)
-        self._pipeline = add_stage(trainer, pl_module, self._STAGE,
-                                   lambda batch, idx: self._convert(batch) if self.cl else batch, "layout")
+        self._pipeline = add_stage(
+            trainer, pl_module, self._STAGE, lambda batch, idx: self._convert(batch) if self.cl else batch, "layout"
+        )
 
     def _seed_step(self, batch: Any, dataloader_idx: int) -> Any:
         offset = self.offsets.get(len(self.samples))  # the step this batch feeds
@@ -345,10 +370,10 @@ class _InterleavedProbe(_Clock):
         first_window = next((k for k, x in enumerate(self.plan) if x[1] is not None), len(self.plan))
         result = {
             "rates": [[rates[(s, r)] for r in complete] for s in range(n)],
-            "waits": [statistics.fmean([waits[(s, r)] for r in complete]) if complete else math.nan
-                      for s in range(n)],
+            "waits": [statistics.fmean([waits[(s, r)] for r in complete]) if complete else math.nan for s in range(n)],
             "warmup_s": self.marks[first_window] - self.marks[0] if len(self.marks) > first_window else math.nan,
-            "peak_memory_mb": self._peak_mb(pl_module), "batch_size": self.samples[0] if self.samples else None,
+            "peak_memory_mb": self._peak_mb(pl_module),
+            "batch_size": self.samples[0] if self.samples else None,
             "steps": len(self.samples),
         }
         self.result = trainer.strategy.broadcast(result, src=0)
@@ -410,18 +435,37 @@ def _resolve_device(accelerator: Any) -> str:
 
 
 #: Precision values a Lightning ``Trainer`` accepts (``lightning_fabric``'s ``_PRECISION_INPUT``, 2.x).
-PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
-              "transformer-engine-float16", "32", "16", "bf16", "64", 32, 16, 64)
+PRECISIONS = (
+    "32-true",
+    "bf16-mixed",
+    "16-mixed",
+    "bf16-true",
+    "16-true",
+    "64-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+    "32",
+    "16",
+    "bf16",
+    "64",
+    32,
+    16,
+    64,
+)
 
 
 def check_precision(value: Any, where: str) -> None:
     """Raise ``ValueError`` naming the accepted values if ``value`` is not a precision Lightning accepts."""
     if value not in PRECISIONS or isinstance(value, bool):
-        raise ValueError(f"{where}: precision {value!r} is not one Lightning accepts; use one of "
-                         f"{', '.join(repr(p) for p in PRECISIONS[:6])} (e.g. precisions=['32-true', 'bf16-mixed']).")
+        raise ValueError(
+            f"{where}: precision {value!r} is not one Lightning accepts; use one of "
+            f"{', '.join(repr(p) for p in PRECISIONS[:6])} (e.g. precisions=['32-true', 'bf16-mixed'])."
+        )
 
 
-def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]) -> tuple[list[str], list[Measurement]]:
+def _precision_options(
+    device: str, current: str, asked: Optional[Sequence[str]]
+) -> tuple[list[str], list[Measurement]]:
     """Precisions to measure, and skipped ones with the reason."""
     if asked is not None:
         if isinstance(asked, (str, int)):
@@ -433,10 +477,15 @@ def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]
             # "16-mixed" row would measure bf16 under another name.
             fp16 = [p for p in asked if str(p) in ("16-mixed", "16")]
             if fp16:
-                return [p for p in asked if p not in fp16], [Measurement(
-                    Candidate(precision=str(p)), "precision",
-                    skipped="Lightning runs 16-mixed as bf16-mixed on a CPU (float16 autocast is CUDA's); "
-                            "measure 'bf16-mixed' instead") for p in fp16]
+                return [p for p in asked if p not in fp16], [
+                    Measurement(
+                        Candidate(precision=str(p)),
+                        "precision",
+                        skipped="Lightning runs 16-mixed as bf16-mixed on a CPU (float16 autocast is CUDA's); "
+                        "measure 'bf16-mixed' instead",
+                    )
+                    for p in fp16
+                ]
         return list(asked), []
     if device == "cuda":
         options = ["32-true", "16-mixed"]
@@ -447,11 +496,14 @@ def _precision_options(device: str, current: str, asked: Optional[Sequence[str]]
         return ["32-true", "bf16-mixed"], []
     skipped = []
     if current != "bf16-mixed":
-        skipped.append(Measurement(
-            Candidate(precision="bf16-mixed"), "precision",
-            skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, many times slower than "
-                    "fp32; pass precisions=[...] to measure it",
-        ))
+        skipped.append(
+            Measurement(
+                Candidate(precision="bf16-mixed"),
+                "precision",
+                skipped="this CPU has no native bf16 (AVX512-BF16/AMX): bf16 is emulated, many times slower than "
+                "fp32; pass precisions=[...] to measure it",
+            )
+        )
     return ["32-true"], skipped
 
 
@@ -472,20 +524,27 @@ def _check_choices(channels_last: Any, compile: Any, num_workers: Any) -> None:
     """Raise ``TypeError``/``ValueError`` naming the fix for a ``channels_last``, ``compile`` or ``num_workers``
     argument of :func:`tune` of the wrong kind."""
     if not isinstance(channels_last, bool):
-        raise TypeError(f"tune(channels_last={channels_last!r}): expected True (measure ChannelsLast on and off) "
-                        "or False (keep it as given).")
+        raise TypeError(
+            f"tune(channels_last={channels_last!r}): expected True (measure ChannelsLast on and off) "
+            "or False (keep it as given)."
+        )
     if compile is not None and not isinstance(compile, bool):
-        raise TypeError(f"tune(compile={compile!r}): expected True, False or None (None: measure torch.compile "
-                        "on CUDA only).")
+        raise TypeError(
+            f"tune(compile={compile!r}): expected True, False or None (None: measure torch.compile on CUDA only)."
+        )
     if num_workers is None or isinstance(num_workers, bool):
         return
     if isinstance(num_workers, int) or not isinstance(num_workers, (list, tuple, range, set, frozenset)):
-        raise TypeError(f"tune(num_workers={num_workers!r}): expected a list of worker counts to measure, e.g. "
-                        f"num_workers=[{num_workers!r}], or False to keep the loader's, or None for the defaults.")
+        raise TypeError(
+            f"tune(num_workers={num_workers!r}): expected a list of worker counts to measure, e.g. "
+            f"num_workers=[{num_workers!r}], or False to keep the loader's, or None for the defaults."
+        )
     bad = [n for n in num_workers if not isinstance(n, int) or isinstance(n, bool) or n < 0]
     if bad:
-        raise ValueError(f"tune(num_workers={list(num_workers)!r}): worker counts must be integers >= 0; got "
-                         f"{', '.join(repr(n) for n in bad)}.")
+        raise ValueError(
+            f"tune(num_workers={list(num_workers)!r}): worker counts must be integers >= 0; got "
+            f"{', '.join(repr(n) for n in bad)}."
+        )
 
 
 def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any:
@@ -544,8 +603,15 @@ def _kept_callbacks(callbacks: Any) -> tuple[list[Any], bool]:
     if not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
     kept, channels_last = [], False
-    drop_names = ("Checkpoint", "EarlyStopping", "LearningRateMonitor", "ProgressBar", "ModelSummary",
-                  "DeviceStatsMonitor", "Timer")
+    drop_names = (
+        "Checkpoint",
+        "EarlyStopping",
+        "LearningRateMonitor",
+        "ProgressBar",
+        "ModelSummary",
+        "DeviceStatsMonitor",
+        "Timer",
+    )
     for cb in callbacks:
         if isinstance(cb, ChannelsLast):
             channels_last = True
@@ -670,13 +736,24 @@ def tune(
     if "precision" in trainer_kwargs and trainer_kwargs["precision"] is not None:
         check_precision(trainer_kwargs["precision"], "tune()")
     _check_choices(channels_last, compile, num_workers)
-    trials = Trials(model, train_dataloaders, datamodule, warmup_steps=warmup_steps, window_steps=window_steps,
-                    repeats=repeats, **trainer_kwargs)
+    trials = Trials(
+        model,
+        train_dataloaders,
+        datamodule,
+        warmup_steps=warmup_steps,
+        window_steps=window_steps,
+        repeats=repeats,
+        **trainer_kwargs,
+    )
     precisions, skipped = _precision_options(trials.device, trials.current.precision, precisions)
     workers, workers_note = _worker_options(trials.loader, num_workers)
     if workers_note and num_workers not in (None, True, False) and _is_global_zero():
-        warnings.warn(f"tune(num_workers={list(num_workers)!r}): the worker counts you listed are not measured "
-                      f"({workers_note}). Set num_workers where you build the loader.", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"tune(num_workers={list(num_workers)!r}): the worker counts you listed are not measured "
+            f"({workers_note}). Set num_workers where you build the loader.",
+            UserWarning,
+            stacklevel=2,
+        )
     current = trials.current if workers else replace(trials.current, num_workers=None)
     if compile is None:
         compile = trials.device == "cuda"
@@ -692,15 +769,23 @@ def tune(
     planned = planned_steps if planned_steps is not None else _planned_steps(trainer_kwargs, trials.loader)
     try:
         planned_images = planned * batch_size_guess(trials.loader) if planned else None
-        chosen, table, reasons = search(current, options, trials, planned_images=planned_images, skipped=skipped,
-                                       remeasure=remeasure, measure_pair=trials.pair,
-                                       bound_workers=num_workers is None or num_workers is True)
+        chosen, table, reasons = search(
+            current,
+            options,
+            trials,
+            planned_images=planned_images,
+            skipped=skipped,
+            remeasure=remeasure,
+            measure_pair=trials.pair,
+            bound_workers=num_workers is None or num_workers is True,
+        )
     except RuntimeError as err:
         if any(word in str(err) for word in ("Byte", "uint8", "unsigned char")):
             raise RuntimeError(
                 f"{err}\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the "
                 "callback that turns them into floats to tune() as to your Trainer, e.g. "
-                "tune(model, loader, callbacks=[GPUAugmentation(...)], ...).") from err
+                "tune(model, loader, callbacks=[GPUAugmentation(...)], ...)."
+            ) from err
         raise
     finally:
         trials.restore()
@@ -715,8 +800,15 @@ def tune(
     if cost:
         notes.append(cost)
     result = TuneResult(
-        current=current, chosen=chosen, measurements=table, reasons=reasons, planned_steps=planned,
-        batch_size=trials.batch_size, tuning_s=tuning_s, machine=machine_text(trials.device), notes=notes,
+        current=current,
+        chosen=chosen,
+        measurements=table,
+        reasons=reasons,
+        planned_steps=planned,
+        batch_size=trials.batch_size,
+        tuning_s=tuning_s,
+        machine=machine_text(trials.device),
+        notes=notes,
     )
     if verbose and _is_global_zero():
         print(result)
@@ -753,8 +845,15 @@ class Trials:
     """
 
     def __init__(
-        self, model: Any, train_dataloaders: Any = None, datamodule: Any = None, *, warmup_steps: int = 2,
-        window_steps: int = 3, repeats: int = 3, **trainer_kwargs: Any,
+        self,
+        model: Any,
+        train_dataloaders: Any = None,
+        datamodule: Any = None,
+        *,
+        warmup_steps: int = 2,
+        window_steps: int = 3,
+        repeats: int = 3,
+        **trainer_kwargs: Any,
     ) -> None:
         self.trainer_cls = _trainer_class(model)
         for name, value in (("warmup_steps", warmup_steps), ("window_steps", window_steps), ("repeats", repeats)):
@@ -762,8 +861,10 @@ class Trials:
                 raise ValueError(f"tune({name}={value!r}): expected an integer >= 1.")
         if any(isinstance(train_dataloaders, package.LightningDataModule) for package in LIGHTNING_PACKAGES):
             if datamodule is not None:
-                raise ValueError("tune(): pass one LightningDataModule, as train_dataloaders or as datamodule, not "
-                                 "both (as for Trainer.fit).")
+                raise ValueError(
+                    "tune(): pass one LightningDataModule, as train_dataloaders or as datamodule, not "
+                    "both (as for Trainer.fit)."
+                )
             train_dataloaders, datamodule = None, train_dataloaders  # tune(model, dm), as trainer.fit(model, dm)
         if train_dataloaders is not None and datamodule is not None:
             raise ValueError("tune(): pass train_dataloaders or datamodule, not both (as for Trainer.fit).")
@@ -777,18 +878,24 @@ class Trials:
         finally:
             self.restore()
         if self.loader is None and train_dataloaders is None and datamodule is None:
-            raise ValueError("tune(): no training data: pass train_dataloaders= or datamodule=, or define "
-                             "train_dataloader() in the model.")
+            raise ValueError(
+                "tune(): no training data: pass train_dataloaders= or datamodule=, or define "
+                "train_dataloader() in the model."
+            )
         if _is_one_shot(self.loader):
-            raise ValueError(f"tune(): the training data is a one-shot iterator ({type(self.loader).__name__}): "
-                             "tuning would use it up before your fit; pass a DataLoader or another iterable that "
-                             "can be iterated again.")
+            raise ValueError(
+                f"tune(): the training data is a one-shot iterator ({type(self.loader).__name__}): "
+                "tuning would use it up before your fit; pass a DataLoader or another iterable that "
+                "can be iterated again."
+            )
         self.device = _resolve_device(trainer_kwargs.get("accelerator", "auto"))
         self.user_callbacks, current_cl = _kept_callbacks(trainer_kwargs.get("callbacks"))
         rebuildable = self.loader is not None and can_rebuild(self.loader) is None
-        self.current = Candidate(precision=str(trainer_kwargs.get("precision") or "32-true"),
-                                 channels_last=current_cl,
-                                 num_workers=self.loader.num_workers if rebuildable else None)
+        self.current = Candidate(
+            precision=str(trainer_kwargs.get("precision") or "32-true"),
+            channels_last=current_cl,
+            num_workers=self.loader.num_workers if rebuildable else None,
+        )
         self.fixed = {k: v for k, v in trainer_kwargs.items() if k not in _CONTROLLED}
         self.steps_needed = warmup_steps + repeats * window_steps
         self.batch_size: Optional[int] = None
@@ -826,12 +933,19 @@ class Trials:
         """A Trainer for one short measuring fit of ``steps`` optimizer steps, with the user's other arguments."""
         with no_lightning_info():
             return self.trainer_cls(
-                precision=precision, callbacks=callbacks, max_steps=steps,
+                precision=precision,
+                callbacks=callbacks,
+                max_steps=steps,
                 # Bounded: every epoch that yields a batch ends with an optimizer step, so max_steps comes first
                 # unless the data runs dry (an exhausted iterator gives empty epochs: -1 would never end).
                 max_epochs=steps,
-                limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
-                enable_progress_bar=False, enable_model_summary=False, **self.fixed,
+                limit_val_batches=0,
+                num_sanity_val_steps=0,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                **self.fixed,
             )
 
     def _fit(self, trainer: Any, net: Any, data: Mapping[str, Any]) -> None:
@@ -840,8 +954,9 @@ class Trials:
         with no_lightning_info(), quiet_lightning(), warnings.catch_warnings():
             # Lightning's advice about these short fits without validation or logger is not the user's to act on;
             # their own fit shows every warning.
-            warnings.filterwarnings("ignore", category=UserWarning,
-                                    module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)")
+            warnings.filterwarnings(
+                "ignore", category=UserWarning, module=r"(pytorch_lightning|lightning\.pytorch)(\.|$)"
+            )
             trainer.fit(net, **data)
 
     def __call__(self, candidate: Candidate, stage: str) -> Measurement:
@@ -862,16 +977,27 @@ class Trials:
         r = probe.result or {}
         rates = tuple(x for x in r.get("rates", []) if math.isfinite(x))
         if not rates or r.get("steps", 0) < self.steps_needed:  # fewer windows than asked: no noise estimate
-            return Measurement(candidate, stage, error=f"the loader gave {r.get('steps', 0)} batches; "
-                               f"{self.steps_needed} are needed (warmup_steps + repeats x window_steps)")
+            return Measurement(
+                candidate,
+                stage,
+                error=f"the loader gave {r.get('steps', 0)} batches; "
+                f"{self.steps_needed} are needed (warmup_steps + repeats x window_steps)",
+            )
         self.batch_size = self.batch_size or r.get("batch_size")
         compile_s = max(0.0, r["warmup_s"] - self.warmup_steps * r["step_s"]) if candidate.compile else math.nan
-        return Measurement(candidate, stage, window_images_per_s=rates, warmup_s=r["warmup_s"],
-                           peak_memory_mb=r["peak_memory_mb"], compile_s=compile_s,
-                           data_wait=r.get("data_wait", math.nan))
+        return Measurement(
+            candidate,
+            stage,
+            window_images_per_s=rates,
+            warmup_s=r["warmup_s"],
+            peak_memory_mb=r["peak_memory_mb"],
+            compile_s=compile_s,
+            data_wait=r.get("data_wait", math.nan),
+        )
 
-    def interleave(self, candidates: Sequence[Candidate], stages: Sequence[str],
-                   rounds: Optional[int] = None) -> Optional[list[Measurement]]:
+    def interleave(
+        self, candidates: Sequence[Candidate], stages: Sequence[str], rounds: Optional[int] = None
+    ) -> Optional[list[Measurement]]:
         """Measure candidates that differ only in :data:`SWITCHABLE` factors (channels_last, ``num_workers``) in
         one fit, window by window in alternation (:class:`_InterleavedProbe`: ``rounds`` rounds, default
         ``repeats + 1``, of one ``window_steps``-step window each): window ``r`` of every candidate ran in round
@@ -896,9 +1022,13 @@ class Trials:
         if switching and (None in workers or self.loader is None or can_rebuild(self.loader) is not None):
             return None
         loaders = {w: self._loader(w) for w in workers} if switching else {}
-        probe = _InterleavedProbe(candidates, self.warmup_steps, self.window_steps,
-                                  rounds if rounds is not None else self.repeats + 1,
-                                  {w: _head_start(loader) for w, loader in loaders.items()})
+        probe = _InterleavedProbe(
+            candidates,
+            self.warmup_steps,
+            self.window_steps,
+            rounds if rounds is not None else self.repeats + 1,
+            {w: _head_start(loader) for w, loader in loaders.items()},
+        )
         data = _SwitchingLoader(loaders, probe.data_workers) if switching else None
         callbacks = [copy.deepcopy(cb) for cb in self.user_callbacks] + [probe]
         try:
@@ -909,20 +1039,31 @@ class Trials:
         except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
             return [Measurement(first, stages[0], error=_error_text(err))] + [
                 Measurement(c, s, skipped="not measured: the interleaved fit failed (the row above)")
-                for c, s in zip(candidates[1:], stages[1:])]
+                for c, s in zip(candidates[1:], stages[1:])
+            ]
         finally:
             if data is not None:
                 data.close()
             self.restore()
         r = probe.result or {}
         if r.get("steps", 0) < probe.steps_needed or not all(r.get("rates") or [[]]):
-            why = (f"the loader gave {r.get('steps', 0)} batches; {probe.steps_needed} are needed to measure "
-                   f"{len(candidates)} settings in one fit")
+            why = (
+                f"the loader gave {r.get('steps', 0)} batches; {probe.steps_needed} are needed to measure "
+                f"{len(candidates)} settings in one fit"
+            )
             return [Measurement(c, s, error=why) for c, s in zip(candidates, stages)]
         self.batch_size = self.batch_size or r.get("batch_size")
-        return [Measurement(c, s, window_images_per_s=tuple(rates), data_wait=wait, warmup_s=r["warmup_s"],
-                            peak_memory_mb=r["peak_memory_mb"])
-                for c, s, rates, wait in zip(candidates, stages, r["rates"], r["waits"])]
+        return [
+            Measurement(
+                c,
+                s,
+                window_images_per_s=tuple(rates),
+                data_wait=wait,
+                warmup_s=r["warmup_s"],
+                peak_memory_mb=r["peak_memory_mb"],
+            )
+            for c, s, rates, wait in zip(candidates, stages, r["rates"], r["waits"])
+        ]
 
     def pair(self, new: Candidate, old: Candidate, stage: str) -> Optional[tuple[Measurement, Measurement]]:
         """:meth:`interleave` for two candidates (``repeats + 1`` pairs of windows); the ``measure_pair`` of
@@ -956,12 +1097,18 @@ def noise_note(table: Sequence[Measurement], current: Candidate) -> Optional[str
     if spread <= NOISY_SPREAD and drift <= NOISY_SPREAD:
         return None
     row = f" (the {noisiest.stage!r} row)" if noisiest is not None and noisiest.stage != "current" else ""
-    seen = (f"windows of your own settings{row} varied by {spread:.0%}" if spread >= drift else
-            f"the same settings measured {drift + 1:.2f}x apart in two fits")
+    seen = (
+        f"windows of your own settings{row} varied by {spread:.0%}"
+        if spread >= drift
+        else f"the same settings measured {drift + 1:.2f}x apart in two fits"
+    )
     paired = any("(paired" in m.stage for m in table)
-    return (f"the machine is noisy: {seen} (something else may be running); differences below that are not told "
-            f"apart" + (" between separate fits (what was measured in pairs within one fit is less affected)"
-                        if paired else "") + ". Rerun tune() on a quiet machine, or raise window_steps/repeats.")
+    return (
+        f"the machine is noisy: {seen} (something else may be running); differences below that are not told "
+        f"apart"
+        + (" between separate fits (what was measured in pairs within one fit is less affected)" if paired else "")
+        + ". Rerun tune() on a quiet machine, or raise window_steps/repeats."
+    )
 
 
 def batch_size_guess(loader: Any) -> int:
@@ -988,5 +1135,7 @@ def machine_text(device: str) -> str:
 
 
 def _is_global_zero() -> bool:
-    return not (torch.distributed.is_available() and torch.distributed.is_initialized()) or \
-        torch.distributed.get_rank() == 0
+    return (
+        not (torch.distributed.is_available() and torch.distributed.is_initialized())
+        or torch.distributed.get_rank() == 0
+    )

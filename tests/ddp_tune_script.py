@@ -21,8 +21,9 @@ from lightning_efficient import tune
 class TinyNet(pl.LightningModule):
     def __init__(self):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(8, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -42,11 +43,33 @@ if __name__ == "__main__":
     out = Path(sys.argv[1])
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 3, 8, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
-    result = tune(TinyNet(), DataLoader(data, batch_size=4), accelerator="cpu", devices=2, strategy="ddp",
-                  precisions=["32-true"], num_workers=False, warmup_steps=1, window_steps=1, repeats=2)
-    table = [{"settings": m.candidate.label(), "stage": m.stage, "images_per_s": list(m.window_images_per_s),
-              "error": m.error} for m in result.measurements]
-    (out / f"rank{_rank()}.json").write_text(json.dumps({
-        "world_size": torch.distributed.get_world_size(), "chosen": dataclasses.asdict(result.chosen),
-        "table": table,
-    }))
+    result = tune(
+        TinyNet(),
+        DataLoader(data, batch_size=4),
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        precisions=["32-true"],
+        num_workers=False,
+        warmup_steps=1,
+        window_steps=1,
+        repeats=2,
+    )
+    table = [
+        {
+            "settings": m.candidate.label(),
+            "stage": m.stage,
+            "images_per_s": list(m.window_images_per_s),
+            "error": m.error,
+        }
+        for m in result.measurements
+    ]
+    (out / f"rank{_rank()}.json").write_text(
+        json.dumps(
+            {
+                "world_size": torch.distributed.get_world_size(),
+                "chosen": dataclasses.asdict(result.chosen),
+                "table": table,
+            }
+        )
+    )

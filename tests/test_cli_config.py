@@ -44,8 +44,9 @@ trainer:
 class CLIModel(pl.LightningModule):
     def __init__(self, lr: float = 0.05) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(8, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
+        )
         self.lr = lr
 
     def training_step(self, batch, batch_idx):

@@ -39,8 +39,10 @@ def _run_cli(capsys, *args):
     [
         (lambda p: p / "nope", "no such folder"),
         (lambda p: (p / "x").mkdir() or (p / "x"), "train: missing"),
-        (lambda p: ((p / "d" / "train").mkdir(parents=True), (p / "d" / "val").mkdir())[0] or (p / "d"),
-         "no class folders"),
+        (
+            lambda p: ((p / "d" / "train").mkdir(parents=True), (p / "d" / "val").mkdir())[0] or (p / "d"),
+            "no class folders",
+        ),
         (lambda p: _image_folder(p / "d", per_class=0), "empty split"),
     ],
     ids=["missing", "no-splits", "no-classes", "empty-split"],
@@ -127,10 +129,24 @@ def test_digits_fallback_is_a_real_imagefolder(tmp_path):
 
 
 def test_format_table_has_ratios_and_time_to_the_baselines_top1():
-    base = dict(wall_time_s=100.0, images_per_s=50.0, data_wait_share=0.5, val_top1=0.4, peak_memory_mb=1000.0,
-                precision="32-true", top1_curve=[(40.0, 0.2), (70.0, 0.35), (100.0, 0.4)])
-    eff = dict(wall_time_s=50.0, images_per_s=125.0, data_wait_share=0.1, val_top1=0.42, peak_memory_mb=900.0,
-               precision="bf16-mixed", top1_curve=[(15.0, 0.3), (30.0, 0.41), (50.0, 0.42)])
+    base = dict(
+        wall_time_s=100.0,
+        images_per_s=50.0,
+        data_wait_share=0.5,
+        val_top1=0.4,
+        peak_memory_mb=1000.0,
+        precision="32-true",
+        top1_curve=[(40.0, 0.2), (70.0, 0.35), (100.0, 0.4)],
+    )
+    eff = dict(
+        wall_time_s=50.0,
+        images_per_s=125.0,
+        data_wait_share=0.1,
+        val_top1=0.42,
+        peak_memory_mb=900.0,
+        precision="bf16-mixed",
+        top1_curve=[(15.0, 0.3), (30.0, 0.41), (50.0, 0.42)],
+    )
     results = {"baseline": base, "efficient": eff}
     demo.add_time_to_target(results)
     assert base["time_to_target_s"] == 100.0 and eff["time_to_target_s"] == 30.0  # first validation >= 0.4
@@ -153,9 +169,31 @@ def test_plot_curves_writes_a_png(tmp_path):
 @pytest.mark.slow
 def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
     out = tmp_path / "demo.json"
-    cmd = [sys.executable, "-m", "lightning_efficient", "demo", "--data", str(hymenoptera), "--train-images", "48",
-           "--val-images", "16", "--image-size", "32", "--batch-size", "16", "--epochs", "1", "--workers", "1",
-           "--no-progress", "--out", str(out), "--plot", str(tmp_path / "curves.png")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lightning_efficient",
+        "demo",
+        "--data",
+        str(hymenoptera),
+        "--train-images",
+        "48",
+        "--val-images",
+        "16",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "16",
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--plot",
+        str(tmp_path / "curves.png"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=420)  # ~80 s alone on 2 cores
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "efficient/baseline" in proc.stdout and "val top-1" in proc.stdout
@@ -231,8 +269,9 @@ def test_image_size_with_data_defaults_to_112(tmp_path, monkeypatch, args, size)
     assert cfg.image_size == size
 
 
-@pytest.mark.parametrize(("args", "expected"), [((), None), (("--workers", "auto"), None), (("--workers", "0"), 0),
-                                                (("--workers", "3"), 3)])
+@pytest.mark.parametrize(
+    ("args", "expected"), [((), None), (("--workers", "auto"), None), (("--workers", "0"), 0), (("--workers", "3"), 3)]
+)
 def test_workers_flag_auto_and_zero_mean_what_dataloader_means(args, expected):
     parsed = build_parser().parse_args(["demo", *args])
     assert parsed.workers == expected

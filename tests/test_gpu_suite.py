@@ -17,7 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_gpu_suite_dry_run_runs_every_part_and_writes_its_results(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--dry-run", "--results", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     for name in ("cuda_tests", "trainer_resnet50", "input_pipeline"):
@@ -28,8 +31,13 @@ def test_gpu_suite_dry_run_runs_every_part_and_writes_its_results(tmp_path: Path
     assert cuda["counts"].get("skipped", 0) >= 5 and "failed" not in cuda["counts"]
     trainer = json.loads((tmp_path / "trainer_resnet50_dryrun.json").read_text())
     assert set(trainer["values"]) == {
-        "32-true NCHW", "32-true + ChannelsLast", "bf16-mixed NCHW", "bf16-mixed + ChannelsLast",
-        "16-mixed + ChannelsLast", "recipe()", "recipe(efficiency_report=False)",
+        "32-true NCHW",
+        "32-true + ChannelsLast",
+        "bf16-mixed NCHW",
+        "bf16-mixed + ChannelsLast",
+        "16-mixed + ChannelsLast",
+        "recipe()",
+        "recipe(efficiency_report=False)",
     }
     assert all(v > 0 for values in trainer["values"].values() for v in values)
     pipeline = json.loads((tmp_path / "input_pipeline_dryrun.json").read_text())
@@ -41,12 +49,22 @@ def test_gpu_suite_dry_run_runs_every_part_and_writes_its_results(tmp_path: Path
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA this would run the whole GPU suite")
 def test_gpu_suite_without_cuda_and_without_dry_run_says_so() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--only", "a"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--only", "a"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--dry-run" in proc.stdout
 
 
 def test_gpu_suite_rejects_an_unknown_part() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--dry-run", "--only", "x"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--dry-run", "--only", "x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "unknown part" in proc.stderr

@@ -35,13 +35,21 @@ from lightning_efficient.pipeline import get_pipeline, hook_owner, overrides_hoo
 if os.environ.get("CI"):  # CI installs the dev extra, which includes `lightning`: missing there is a failure
     import lightning.pytorch as unified
 else:
-    unified = pytest.importorskip("lightning.pytorch", reason="the `lightning` package is not installed "
-                                  "(pip install -e '.[dev]')")
+    unified = pytest.importorskip(
+        "lightning.pytorch", reason="the `lightning` package is not installed (pip install -e '.[dev]')"
+    )
 
 PACKAGES = pytest.mark.parametrize("pkg", [pytorch_lightning, unified], ids=["pytorch_lightning", "lightning.pytorch"])
 CALLBACKS = (le.ChannelsLast, le.StepwiseLR, le.GPUAugmentation, le.GPUDecode, le.EfficiencyReport)
-QUIET_KW = dict(accelerator="cpu", devices=1, enable_checkpointing=False, enable_progress_bar=False,
-                enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1)
+QUIET_KW = dict(
+    accelerator="cpu",
+    devices=1,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+    num_sanity_val_steps=0,
+    log_every_n_steps=1,
+)
 LR, EPOCHS, BATCHES, BATCH = 0.1, 2, 4, 4  # cosine over 2 epochs of 4 batches of 4 images
 
 
@@ -51,8 +59,9 @@ def _classes(pkg):
     class Net(pkg.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                     nn.Linear(4, 2))
+            self.net = nn.Sequential(
+                nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+            )
             self.train_images: list[torch.Tensor] = []
             self.val_images: list[torch.Tensor] = []
             self.lrs: list[float] = []
@@ -175,15 +184,17 @@ def test_augmentation_layout_stepwise_lr_and_report_in_a_fit(pkg, hook, tmp_path
 def test_both_packages_train_identically(hook, tmp_path):
     _, pl_model, pl_dm, pl_report = _fit(pytorch_lightning, hook, tmp_path / "pl")
     _, l_model, l_dm, l_report = _fit(unified, hook, tmp_path / "l")
-    for a, b in zip(pl_model.train_images + pl_model.val_images, l_model.train_images + l_model.val_images,
-                    strict=True):
+    for a, b in zip(
+        pl_model.train_images + pl_model.val_images, l_model.train_images + l_model.val_images, strict=True
+    ):
         assert torch.equal(a, b)
     assert pl_model.lrs == l_model.lrs
     for (name, a), (_, b) in zip(pl_model.state_dict().items(), l_model.state_dict().items(), strict=True):
         torch.testing.assert_close(a, b, msg=name)
     timed = "input pipeline keeps up"  # the one check that depends on measured time
     assert [(c.practice, c.ok) for c in pl_report.checks if c.practice != timed] == [
-        (c.practice, c.ok) for c in l_report.checks if c.practice != timed]
+        (c.practice, c.ok) for c in l_report.checks if c.practice != timed
+    ]
     assert getattr(pl_dm, "hook_saw", None) == getattr(l_dm, "hook_saw", None)
 
 
@@ -211,8 +222,13 @@ def test_gpu_decode_runs_before_the_datamodule_hook(pkg, tmp_path):
 
     decode = le.GPUDecode()
     model, dm = Net(), JpegData()
-    trainer = pkg.Trainer(max_steps=2, limit_val_batches=0, logger=False,
-                          callbacks=[le.ChannelsLast(), le.GPUAugmentation(None), decode], **QUIET_KW)
+    trainer = pkg.Trainer(
+        max_steps=2,
+        limit_val_batches=0,
+        logger=False,
+        callbacks=[le.ChannelsLast(), le.GPUAugmentation(None), decode],
+        **QUIET_KW,
+    )
     trainer.fit(model, datamodule=dm)
     assert decode.batches_decoded == 2
     assert dm.hook_saw == [torch.uint8, torch.uint8]  # decoded before the user's hook, as with backend="pil"
@@ -226,11 +242,25 @@ def test_gpu_decode_runs_before_the_datamodule_hook(pkg, tmp_path):
 @PACKAGES
 def test_recipe_builds_and_fits_a_trainer(pkg, tmp_path):
     monitor = pkg.callbacks.LearningRateMonitor()
-    kwargs = le.recipe(accelerator="cpu", precision="32-true", augmentation="cifar", callbacks=[monitor],
-                       max_epochs=1, enable_progress_bar=False, enable_checkpointing=False,
-                       enable_model_summary=False, log_every_n_steps=1, logger=pkg.loggers.CSVLogger(tmp_path))
-    assert [type(c) for c in kwargs["callbacks"]] == [type(monitor), le.GPUAugmentation, le.ChannelsLast,
-                                                       le.StepwiseLR, le.EfficiencyReport]
+    kwargs = le.recipe(
+        accelerator="cpu",
+        precision="32-true",
+        augmentation="cifar",
+        callbacks=[monitor],
+        max_epochs=1,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        logger=pkg.loggers.CSVLogger(tmp_path),
+    )
+    assert [type(c) for c in kwargs["callbacks"]] == [
+        type(monitor),
+        le.GPUAugmentation,
+        le.ChannelsLast,
+        le.StepwiseLR,
+        le.EfficiencyReport,
+    ]
     Net, Data, _ = _classes(pkg)
     model = Net()
     trainer = pkg.Trainer(**kwargs)
@@ -245,12 +275,17 @@ def test_recipe_builds_and_fits_a_trainer(pkg, tmp_path):
 
 CLI_CONFIG = {  # written as JSON, which YAML reads
     "seed_everything": 0,
-    "trainer": {**QUIET_KW, "max_epochs": 1, "logger": False, "callbacks": [
-        {"class_path": "lightning_efficient.GPUDecode"},
-        {"class_path": "lightning_efficient.GPUAugmentation", "init_args": {"augmentation": "cifar", "seed": 0}},
-        {"class_path": "lightning_efficient.StepwiseLR", "init_args": {"verbose": False}},
-        {"class_path": "lightning_efficient.EfficiencyReport", "init_args": {"skip_first": 1, "verbose": False}},
-    ]},
+    "trainer": {
+        **QUIET_KW,
+        "max_epochs": 1,
+        "logger": False,
+        "callbacks": [
+            {"class_path": "lightning_efficient.GPUDecode"},
+            {"class_path": "lightning_efficient.GPUAugmentation", "init_args": {"augmentation": "cifar", "seed": 0}},
+            {"class_path": "lightning_efficient.StepwiseLR", "init_args": {"verbose": False}},
+            {"class_path": "lightning_efficient.EfficiencyReport", "init_args": {"skip_first": 1, "verbose": False}},
+        ],
+    },
     "channels_last": {"five_d": "skip"},
 }
 
@@ -308,8 +343,9 @@ def _fit_and_listen(pkg, quiet: bool):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with quiet_lightning() if quiet else warnings.catch_warnings():
-                trainer = pkg.Trainer(max_steps=1, logger=False, limit_val_batches=0,
-                                      callbacks=[le.GPUAugmentation(None)], **QUIET_KW)
+                trainer = pkg.Trainer(
+                    max_steps=1, logger=False, limit_val_batches=0, callbacks=[le.GPUAugmentation(None)], **QUIET_KW
+                )
                 trainer.fit(Net(), datamodule=Data())
                 warnings.warn("a warning the user needs", UserWarning)
                 rank_zero.rank_zero_info("a line the user needs")

@@ -50,8 +50,9 @@ def test_wheel_builds_without_deprecation_warnings_with_py_typed_and_one_version
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "lightning_efficient", src / "lightning_efficient",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "lightning_efficient", src / "lightning_efficient", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     out = tmp_path / "wheels"
     # The environment's setuptools where it is recent enough (no download), else pip's isolated build, which
     # installs what [build-system] requires.
@@ -62,7 +63,9 @@ def test_wheel_builds_without_deprecation_warnings_with_py_typed_and_one_version
     isolation = ["--no-build-isolation"] if local_setuptools >= 77 else []
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-v", "-w", str(out), str(src)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
@@ -81,5 +84,6 @@ def test_wheel_builds_without_deprecation_warnings_with_py_typed_and_one_version
     assert ["Version", version] in fields
     assert ["License-Expression", "Apache-2.0"] in fields
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
-    assert any(r.replace(" ", "").startswith("setuptools>=") and int(r.split(">=")[1].split(".")[0]) >= 77
-               for r in requires), requires
+    assert any(
+        r.replace(" ", "").startswith("setuptools>=") and int(r.split(">=")[1].split(".")[0]) >= 77 for r in requires
+    ), requires

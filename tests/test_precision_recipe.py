@@ -23,8 +23,14 @@ def test_cpu_choice_follows_cpu_flags(monkeypatch):
 
 @pytest.mark.parametrize(
     "capability, expected",
-    [((9, 0), "bf16-mixed"), ((8, 0), "bf16-mixed"), ((8, 6), "bf16-mixed"), ((7, 5), "16-mixed"),
-     ((7, 0), "16-mixed"), ((6, 1), "32-true")],
+    [
+        ((9, 0), "bf16-mixed"),
+        ((8, 0), "bf16-mixed"),
+        ((8, 6), "bf16-mixed"),
+        ((7, 5), "16-mixed"),
+        ((7, 0), "16-mixed"),
+        ((6, 1), "32-true"),
+    ],
 )
 def test_cuda_choice_follows_compute_capability(monkeypatch, capability, expected):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -46,8 +52,13 @@ def test_auto_on_this_machine_matches_its_flags():
 
 
 def test_recommended_precision_is_accepted_by_lightning():
-    trainer = pl.Trainer(precision=le.recommended_precision(), accelerator="cpu", logger=False,
-                         enable_progress_bar=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        precision=le.recommended_precision(),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+    )
     assert str(trainer.precision) == le.recommended_precision()
 
 
@@ -75,8 +86,13 @@ def test_recipe_contents_and_order():
 
 
 def test_recipe_switches():
-    kw = le.recipe(precision="32-true", channels_last=False, stepwise_lr=False, efficiency_report=False,
-                   augmentation="trivial_augment")
+    kw = le.recipe(
+        precision="32-true",
+        channels_last=False,
+        stepwise_lr=False,
+        efficiency_report=False,
+        augmentation="trivial_augment",
+    )
     assert kw["precision"] == "32-true"
     assert [type(c) for c in kw["callbacks"]] == [le.GPUAugmentation]
     aug = le.GPUAugmentation("trivial_augment")
@@ -89,7 +105,8 @@ def test_recipe_rejects_unknown_trainer_arguments():
 
 
 def test_recipe_builds_a_trainer():
-    trainer = pl.Trainer(**le.recipe(accelerator="cpu", logger=False, enable_progress_bar=False,
-                                     enable_checkpointing=False))
+    trainer = pl.Trainer(
+        **le.recipe(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False)
+    )
     assert str(trainer.precision) == le.recommended_precision("cpu")
     assert any(isinstance(c, le.ChannelsLast) for c in trainer.callbacks)

@@ -43,8 +43,9 @@ def test_image_folder_input_tunes_num_workers(tmp_path, capsys):
         for i in range(8):
             Image.new("RGB", (48, 40), (30 * i, 90, 200 if c == "a" else 20)).save(tmp_path / "train" / c / f"{i}.jpg")
     out = tmp_path / "tune.json"
-    code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--data", str(tmp_path), "--workers", "0",
-                           "--out", str(out))
+    code, text, err = _run(
+        capsys, "--model", "resnet18", *TINY, "--data", str(tmp_path), "--workers", "0", "--out", str(out)
+    )
     assert code == 0, err
     rows = json.loads(out.read_text())["rows"]
     assert any(r["stage"] == "num_workers (paired)" and "workers=1" in r["settings"] for r in rows)
@@ -88,13 +89,14 @@ def test_a_noisy_measurement_makes_the_advice_provisional_and_names_the_flag(cap
     noisy = [Measurement(current, "current", (60.0, 100.0, 80.0))]  # windows spread by 50%
 
     def fake_tune(*args, **kwargs):
-        return TuneResult(current, current, noisy, ["chosen: the current settings (32-true)."],
-                          notes=[noise_note(noisy, current)])
+        return TuneResult(
+            current, current, noisy, ["chosen: the current settings (32-true)."], notes=[noise_note(noisy, current)]
+        )
 
     monkeypatch.setattr(lightning_efficient, "tune", fake_tune)
     code, text, err = _run(capsys, "--model", "resnet18", *TINY)
     assert code == 0, err
     assert "the machine is noisy: windows of your own settings varied by 50%" in text
     assert "--steps WARMUP WINDOW REPEATS, e.g. --steps 2 3 6" in text and "window_steps" not in text
-    advice = text[text.index("use it: Trainer("):]
+    advice = text[text.index("use it: Trainer(") :]
     assert "(provisional: the machine was noisy while measuring" in advice.splitlines()[1]

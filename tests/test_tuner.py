@@ -39,8 +39,7 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:tune\(\). the machine is noisy:
 #: Three steps per fit: one untimed, two timed windows of one step each; CPU, one device.
 # remeasure=False: which candidates are measured must not depend on this machine's timing noise (a gain within the
 # noise would be measured again); the second round is tested in tests/functional/test_tuning.py.
-FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", devices=1, verbose=False,
-            remeasure=False)
+FAST = dict(warmup_steps=1, window_steps=1, repeats=2, accelerator="cpu", devices=1, verbose=False, remeasure=False)
 #: Only fp32 (bf16 is emulated on most CPUs: the default adds a skipped row to the table where it is).
 FP32 = dict(FAST, precisions=["32-true"])
 STEPS = 3
@@ -71,8 +70,15 @@ class Net(pl.LightningModule):
 
     def __init__(self, fail: str | None = None) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.3),
-                                 nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 4, 3, padding=1),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.Dropout(0.3),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 2),
+        )
         self.fail = fail
 
     def training_step(self, batch, batch_idx):
@@ -115,9 +121,13 @@ def _assert_same_rng(a: tuple, b: tuple) -> None:
 
 
 def _flags() -> tuple:
-    return (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
-            torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch.get_float32_matmul_precision())
+    return (
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_float32_matmul_precision(),
+    )
 
 
 @pytest.fixture
@@ -186,8 +196,14 @@ def test_tune_leaves_the_model_rng_and_backend_flags_as_they_were(keep_flags):
     flags, rng = _flags(), _rng()
     # The tuning Trainers set cudnn.benchmark=False and deterministic algorithms; candidates convert copies of
     # the model to channels_last.
-    result = le.tune(model, DataLoader(_images(), batch_size=BATCH, shuffle=True), benchmark=False,
-                     deterministic=True, num_workers=False, **FP32)
+    result = le.tune(
+        model,
+        DataLoader(_images(), batch_size=BATCH, shuffle=True),
+        benchmark=False,
+        deterministic=True,
+        num_workers=False,
+        **FP32,
+    )
     assert any(m.ok and m.candidate.channels_last for m in result.measurements)
     assert _flags() == flags
     _assert_same_rng(_rng(), rng)
@@ -218,10 +234,13 @@ def test_rng_is_restored_when_the_data_hooks_draw_random_numbers():
 
 
 # ------------------------------------------------------------------------------------------------ failures
-@pytest.mark.parametrize("fail,kwargs,failing", [
-    ("autocast", dict(precisions=["32-true", "bf16-mixed"], channels_last=False), Candidate("bf16-mixed")),
-    ("channels_last", dict(precisions=["32-true"]), Candidate(channels_last=True)),
-])
+@pytest.mark.parametrize(
+    "fail,kwargs,failing",
+    [
+        ("autocast", dict(precisions=["32-true", "bf16-mixed"], channels_last=False), Candidate("bf16-mixed")),
+        ("channels_last", dict(precisions=["32-true"]), Candidate(channels_last=True)),
+    ],
+)
 def test_a_candidate_that_raises_is_reported_and_never_chosen(fail, kwargs, failing):
     result = le.tune(Net(fail=fail), DataLoader(_images(), batch_size=BATCH), num_workers=False, **kwargs, **FAST)
     failed = [m for m in result.measurements if m.error]
@@ -263,11 +282,18 @@ def test_a_datamodule_and_its_batch_hooks_are_used():
     dm = RecordingData()
     result = le.tune(Net(), datamodule=dm, num_workers=[0, 1], **FP32)
     assert all(m.ok for m in result.measurements)  # uint8 batches would fail in the conv without the hook
-    paired = [(m.candidate, b.candidate) for m, b in zip(result.measurements, result.measurements[1:])
-              if m.stage.endswith("(paired)")]
+    paired = [
+        (m.candidate, b.candidate)
+        for m, b in zip(result.measurements, result.measurements[1:])
+        if m.stage.endswith("(paired)")
+    ]
     assert [m.stage for m in result.measurements] == [
-        "current", "channels_last (paired)", "channels_last (paired baseline)", "num_workers (paired)",
-        "num_workers (paired baseline)"]
+        "current",
+        "channels_last (paired)",
+        "channels_last (paired baseline)",
+        "num_workers (paired)",
+        "num_workers (paired baseline)",
+    ]
     assert paired[1][0].num_workers == 1 and paired[1][1].num_workers == 0
     # Each fit moved its batches through both hooks (the copies and rebuilt loaders share `calls`): STEPS in the
     # separate fit, each paired fit its plan's steps (the one that switches loaders: 2 more untimed steps after
@@ -282,7 +308,11 @@ def test_a_datamodule_and_its_batch_hooks_are_used():
 def test_a_datamodule_passed_as_train_dataloaders_is_one_as_in_fit():
     dm = RecordingData()
     result = le.tune(Net(), dm, num_workers=[0, 1], channels_last=False, **FP32)  # as trainer.fit(model, dm)
-    assert [m.stage for m in result.measurements] == ["current", "num_workers (paired)", "num_workers (paired baseline)"]
+    assert [m.stage for m in result.measurements] == [
+        "current",
+        "num_workers (paired)",
+        "num_workers (paired baseline)",
+    ]
     assert dm.calls["after"] > 0 and not any("not tuned" in n for n in result.notes)
     with pytest.raises(ValueError, match="one LightningDataModule"):
         le.tune(Net(), dm, datamodule=dm, **FP32)
@@ -291,7 +321,10 @@ def test_a_datamodule_passed_as_train_dataloaders_is_one_as_in_fit():
 def test_a_model_that_defines_train_dataloader():
     result = le.tune(NetWithData(), num_workers=[0, 1], channels_last=False, **FP32)
     assert [(m.stage, m.candidate.num_workers, m.ok) for m in result.measurements] == [
-        ("current", 0, True), ("num_workers (paired)", 1, True), ("num_workers (paired baseline)", 0, True)]
+        ("current", 0, True),
+        ("num_workers (paired)", 1, True),
+        ("num_workers (paired baseline)", 0, True),
+    ]
 
 
 def test_no_data_at_all_is_an_error():
@@ -307,10 +340,12 @@ class Stream(IterableDataset):
 
 
 def test_worker_counts_asked_for_a_loader_that_cannot_be_rebuilt_are_warned_about():
-    with pytest.warns(UserWarning, match=r"tune\(num_workers=\[0, 1\]\): the worker counts you listed are not "
-                                         r"measured \(num_workers not tuned: the dataset is an IterableDataset.*Set num_workers where"):
-        result = le.tune(Net(), DataLoader(Stream(), batch_size=None), num_workers=[0, 1], channels_last=False,
-                         **FP32)
+    with pytest.warns(
+        UserWarning,
+        match=r"tune\(num_workers=\[0, 1\]\): the worker counts you listed are not "
+        r"measured \(num_workers not tuned: the dataset is an IterableDataset.*Set num_workers where",
+    ):
+        result = le.tune(Net(), DataLoader(Stream(), batch_size=None), num_workers=[0, 1], channels_last=False, **FP32)
     assert result.current.num_workers is None
 
 
@@ -387,8 +422,10 @@ def test_num_workers_candidates_train_on_the_rebuilt_loader(tmp_path):
     result = le.tune(Net(), loader, num_workers=[0, 1], channels_last=False, **FP32)
     assert result.current == Candidate(num_workers=0)
     assert [(m.stage, m.candidate.label(), m.ok) for m in result.measurements] == [
-        ("current", "32-true, workers=0", True), ("num_workers (paired)", "32-true, workers=1", True),
-        ("num_workers (paired baseline)", "32-true, workers=0", True)]
+        ("current", "32-true, workers=0", True),
+        ("num_workers (paired)", "32-true, workers=1", True),
+        ("num_workers (paired baseline)", "32-true, workers=0", True),
+    ]
     assert _status(result, "32-true, workers=1", "num_workers (paired)")[0] in ("ok", "chosen")
     workers = [p.name for p in tmp_path.iterdir()]
     assert workers and f"worker-{os.getpid()}" not in workers  # a worker process loaded the data
@@ -406,16 +443,32 @@ def test_default_precisions_skip_emulated_bf16_and_planned_steps():
     assert result.planned_steps == 2 * N // BATCH and result.machine.startswith("cpu: ")
     assert any("torch.compile not measured" in n for n in result.notes)
     assert result.current.num_workers is None  # not tuned: the loader's own
-    steps = le.tune(Net(), loader, channels_last=False, num_workers=False, precisions=["32-true"], max_steps=5,
-                    **FAST)
+    steps = le.tune(Net(), loader, channels_last=False, num_workers=False, precisions=["32-true"], max_steps=5, **FAST)
     assert steps.planned_steps == 5
-    assert le.tune(Net(), loader, channels_last=False, num_workers=False, precisions=["32-true"], max_steps=5,
-                   planned_steps=100, **FAST).planned_steps == 100
+    assert (
+        le.tune(
+            Net(),
+            loader,
+            channels_last=False,
+            num_workers=False,
+            precisions=["32-true"],
+            max_steps=5,
+            planned_steps=100,
+            **FAST,
+        ).planned_steps
+        == 100
+    )
 
 
 def test_16_mixed_on_a_cpu_is_skipped_with_the_reason_not_measured_as_bf16():
-    result = le.tune(Net(), DataLoader(_images(), batch_size=BATCH), channels_last=False, num_workers=False,
-                     precisions=["32-true", "16-mixed"], **FAST)
+    result = le.tune(
+        Net(),
+        DataLoader(_images(), batch_size=BATCH),
+        channels_last=False,
+        num_workers=False,
+        precisions=["32-true", "16-mixed"],
+        **FAST,
+    )
     (row,) = [r for r in result.rows() if r["settings"] == "16-mixed"]
     assert row["status"].startswith("skipped: Lightning runs 16-mixed as bf16-mixed on a CPU")
     assert [m.candidate.precision for m in result.measurements if m.ok] == ["32-true"]
@@ -437,18 +490,21 @@ def test_a_noisy_machine_is_warned_about_and_noted(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ arguments
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(warmup_steps=0), ValueError, "warmup_steps=0"),
-    (dict(window_steps=0), ValueError, "window_steps=0"),
-    (dict(repeats=-1), ValueError, "repeats=-1"),
-    (dict(repeats=True), ValueError, "repeats=True"),
-    (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
-    (dict(datamodule="both"), ValueError, "not both"),
-    (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
-    (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
-    (dict(precisions="bf16-mixed"), TypeError, r"expected a list of precisions, e.g. precisions=\['bf16-mixed'\]"),
-    (dict(precision="half"), ValueError, "precision 'half' is not one Lightning accepts"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(warmup_steps=0), ValueError, "warmup_steps=0"),
+        (dict(window_steps=0), ValueError, "window_steps=0"),
+        (dict(repeats=-1), ValueError, "repeats=-1"),
+        (dict(repeats=True), ValueError, "repeats=True"),
+        (dict(warmup_steps=1.5), ValueError, "warmup_steps=1.5"),
+        (dict(datamodule="both"), ValueError, "not both"),
+        (dict(max_epoch=3), TypeError, "'max_epoch' .did you mean 'max_epochs'"),
+        (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
+        (dict(precisions="bf16-mixed"), TypeError, r"expected a list of precisions, e.g. precisions=\['bf16-mixed'\]"),
+        (dict(precision="half"), ValueError, "precision 'half' is not one Lightning accepts"),
+    ],
+)
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **{**FAST, **kwargs})
@@ -476,17 +532,27 @@ def test_the_users_callbacks(tmp_path):
     counting = Counting()
     Counting.batches_seen_by_copies.clear()
     loader = DataLoader(_images(), batch_size=BATCH)
-    result = le.tune(Net(), loader, callbacks=[ckpt, le.ChannelsLast(), counting], default_root_dir=tmp_path,
-                     num_workers=False, **FP32)
+    result = le.tune(
+        Net(),
+        loader,
+        callbacks=[ckpt, le.ChannelsLast(), counting],
+        default_root_dir=tmp_path,
+        num_workers=False,
+        **FP32,
+    )
     assert list(tmp_path.rglob("*")) == []  # no checkpoint, no log
     assert result.current == Candidate(channels_last=True)
     assert [(m.stage, m.candidate.channels_last) for m in result.measurements] == [
-        ("current", True), ("channels_last (paired)", False), ("channels_last (paired baseline)", True)]
+        ("current", True),
+        ("channels_last (paired)", False),
+        ("channels_last (paired baseline)", True),
+    ]
     # Other callbacks train along, as copies: the user's instance saw nothing.
     assert counting.batches == 0 and len(Counting.batches_seen_by_copies) == STEPS + PAIRED_STEPS
     # The same checkpoint callback does write in a real fit (the check above can fail).
-    pl.Trainer(**{**TRAINER_KW, "enable_checkpointing": True}, max_steps=1, callbacks=[ckpt],
-               default_root_dir=tmp_path).fit(Net(), loader)
+    pl.Trainer(
+        **{**TRAINER_KW, "enable_checkpointing": True}, max_steps=1, callbacks=[ckpt], default_root_dir=tmp_path
+    ).fit(Net(), loader)
     assert list((tmp_path / "checkpoints").glob("*.ckpt"))
 
 
@@ -511,8 +577,9 @@ def test_a_model_of_the_unified_lightning_package():
     class UnifiedNet(unified.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                     nn.Linear(4, 2))
+            self.net = nn.Sequential(
+                nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+            )
 
         def training_step(self, batch, batch_idx):
             x, y = batch
@@ -527,8 +594,9 @@ def test_a_model_of_the_unified_lightning_package():
         def on_train_start(self, trainer, pl_module):
             trainers.append(type(trainer))
 
-    result = le.tune(UnifiedNet(), DataLoader(_images(), batch_size=BATCH), callbacks=[Spy()], num_workers=False,
-                     **FP32)
+    result = le.tune(
+        UnifiedNet(), DataLoader(_images(), batch_size=BATCH), callbacks=[Spy()], num_workers=False, **FP32
+    )
     assert all(m.ok for m in result.measurements) and len(result.measurements) == 3  # current, a paired fit
     assert trainers == [unified.Trainer] * 2
 
@@ -539,8 +607,9 @@ def test_ddp_ranks_choose_alike_from_rank_zeros_measurements(tmp_path):
     """2 CPU processes (gloo, strategy="ddp", in a subprocess): every rank gets rank 0's table and choice."""
     script = Path(__file__).with_name("ddp_tune_script.py")
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300,
-                         env=env)
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2
@@ -585,8 +654,14 @@ class LayoutSpy(Net):
     def training_step(self, batch, batch_idx):
         weight = self.net[1].weight
         buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
-        LayoutSpy.seen.append((is_channels_last(batch[0]), is_channels_last(weight),
-                               None if buf is None else is_channels_last(buf), is_channels_last(self.net[0].weight)))
+        LayoutSpy.seen.append(
+            (
+                is_channels_last(batch[0]),
+                is_channels_last(weight),
+                None if buf is None else is_channels_last(buf),
+                is_channels_last(self.net[0].weight),
+            )
+        )
         return super().training_step(batch, batch_idx)
 
 
@@ -595,16 +670,39 @@ def test_a_paired_fit_alternates_model_batches_and_optimizer_state_by_its_plan(n
     LayoutSpy.seen = []
     model = LayoutSpy()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    trials = Trials(model, DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=2, repeats=2,
-                       accelerator="cpu", devices=1)
+    trials = Trials(
+        model,
+        DataLoader(_images(), batch_size=BATCH),
+        warmup_steps=1,
+        window_steps=2,
+        repeats=2,
+        accelerator="cpu",
+        devices=1,
+    )
     new, old = Candidate(channels_last=new_cl), Candidate(channels_last=not new_cl)
     new_m, old_m = trials.pair(new, old, "channels_last")
     probe = _InterleavedProbe([new, old], 1, 2, 3)
     # Warm-up in the old layout, then the new one, then windows new, old, old, new, new, old (one untimed step
     # after each switch): the batch, the weights and the optimizer state always agree with the plan.
-    assert [probe.sides[side].channels_last for side, _ in probe.plan] == [not new_cl, new_cl, new_cl, new_cl, not new_cl, not new_cl,
-                                            not new_cl, not new_cl, not new_cl, new_cl, new_cl, new_cl, new_cl,
-                                            new_cl, not new_cl, not new_cl, not new_cl]
+    assert [probe.sides[side].channels_last for side, _ in probe.plan] == [
+        not new_cl,
+        new_cl,
+        new_cl,
+        new_cl,
+        not new_cl,
+        not new_cl,
+        not new_cl,
+        not new_cl,
+        not new_cl,
+        new_cl,
+        new_cl,
+        new_cl,
+        new_cl,
+        new_cl,
+        not new_cl,
+        not new_cl,
+        not new_cl,
+    ]
     assert [batch for batch, _, _, _ in LayoutSpy.seen] == [probe.sides[side].channels_last for side, _ in probe.plan]
     assert all(weight == batch == depthwise for batch, weight, _, depthwise in LayoutSpy.seen)
     assert all(buf in (None, batch) for batch, _, buf, _ in LayoutSpy.seen) and LayoutSpy.seen[-1][2] is not None
@@ -642,8 +740,13 @@ class OriginSpy(LayoutSpy):
     draws: list[float] = []
 
     def training_step(self, batch, batch_idx):
-        OriginSpy.origins.append((bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]),
-                                  is_channels_last(self.net[1].weight)))
+        OriginSpy.origins.append(
+            (
+                bool(batch[0][:, -1, -1, -1].eq(1).all()),
+                is_channels_last(batch[0]),
+                is_channels_last(self.net[1].weight),
+            )
+        )
         OriginSpy.draws.append(float(torch.rand(())))
         return super().training_step(batch, batch_idx)
 
@@ -669,8 +772,7 @@ def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
     # worker is followed by 2 untimed steps (the batches it prepared while idle) plus 1, any other switch by 1.
     timed = [s for s, r in probe.plan if r is not None]
     assert timed == [0, 0, 1, 1, 2, 2, 3, 3] + [3, 3, 2, 2, 1, 1, 0, 0] + [0, 0, 1, 1, 2, 2, 3, 3]
-    untimed_after = [sum(1 for _ in g) for key, g in itertools.groupby(probe.plan, lambda x: x[1])
-                     if key is None][1:]
+    untimed_after = [sum(1 for _ in g) for key, g in itertools.groupby(probe.plan, lambda x: x[1]) if key is None][1:]
     assert sorted(set(untimed_after)) == [1, 3]
     assert [m.stage for m in found] == ["side 0", "side 1", "side 2", "side 3"]
     assert all(m.ok and len(m.window_images_per_s) == 3 and 0 <= m.data_wait <= 1 for m in found)
@@ -679,24 +781,45 @@ def test_an_interleaved_fit_switches_layout_and_loader_by_its_plan():
 
 
 def test_only_settings_one_fit_can_switch_between_are_interleaved():
-    trials = Trials(Net(), DataLoader(_images(), batch_size=BATCH), warmup_steps=1, window_steps=1, repeats=1,
-                    accelerator="cpu", devices=1)
+    trials = Trials(
+        Net(),
+        DataLoader(_images(), batch_size=BATCH),
+        warmup_steps=1,
+        window_steps=1,
+        repeats=1,
+        accelerator="cpu",
+        devices=1,
+    )
     assert trials.interleave([Candidate(), Candidate(precision="bf16-mixed")], ["a", "b"]) is None
     assert trials.pair(Candidate(channels_last=True, compile=True), Candidate(compile=True), "channels_last") is None
     assert trials.pair(Candidate(channels_last=True, num_workers=1), Candidate(), "channels_last") is None  # None:
     # the loader's own workers, not a count to rebuild it with
-    stream = Trials(Net(), DataLoader(Stream(), batch_size=None), warmup_steps=1, window_steps=1, repeats=1,
-                    accelerator="cpu", devices=1)
+    stream = Trials(
+        Net(),
+        DataLoader(Stream(), batch_size=None),
+        warmup_steps=1,
+        window_steps=1,
+        repeats=1,
+        accelerator="cpu",
+        devices=1,
+    )
     assert stream.interleave([Candidate(), Candidate(num_workers=1)], ["a", "b"]) is None
 
 
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(num_workers=4), TypeError, r"tune\(num_workers=4\): expected a list of worker counts .*num_workers=\[4\]"),
-    (dict(num_workers=[0, "2"]), ValueError, r"worker counts must be integers >= 0; got '2'"),
-    (dict(num_workers=[-1]), ValueError, r"got -1"),
-    (dict(compile="yes"), TypeError, r"tune\(compile='yes'\): expected True, False or None"),
-    (dict(channels_last=None), TypeError, r"tune\(channels_last=None\): expected True"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (
+            dict(num_workers=4),
+            TypeError,
+            r"tune\(num_workers=4\): expected a list of worker counts .*num_workers=\[4\]",
+        ),
+        (dict(num_workers=[0, "2"]), ValueError, r"worker counts must be integers >= 0; got '2'"),
+        (dict(num_workers=[-1]), ValueError, r"got -1"),
+        (dict(compile="yes"), TypeError, r"tune\(compile='yes'\): expected True, False or None"),
+        (dict(channels_last=None), TypeError, r"tune\(channels_last=None\): expected True"),
+    ],
+)
 def test_wrong_kinds_of_choices_name_the_fix(kwargs, error, match):
     with pytest.raises(error, match=match):
         le.tune(Net(), DataLoader(_images(), batch_size=BATCH), **{**FP32, **kwargs})

@@ -56,30 +56,56 @@ def build_parser() -> argparse.ArgumentParser:
         "data-wait share, val top-1, peak memory and ratios. Full length on Imagenette: "
         "--train-images 0 --val-images 0 --image-size 224 --epochs 16",
     )
-    demo.add_argument("--data", default=None, help="ImageFolder root with train/ and val/ "
-                      "(default: scikit-learn's digits, offline)")
+    demo.add_argument(
+        "--data", default=None, help="ImageFolder root with train/ and val/ (default: scikit-learn's digits, offline)"
+    )
     demo.add_argument("--out", default=None, help="write the figures as JSON to this file")
     demo.add_argument("--epochs", type=_positive(int), default=4, help="training epochs (default 4)")
-    demo.add_argument("--train-images", type=_non_negative_int, default=1600,
-                      help="class-balanced training subset, 0 = all (default 1600)")
-    demo.add_argument("--val-images", type=_non_negative_int, default=500,
-                      help="class-balanced validation subset, 0 = all (default 500)")
-    demo.add_argument("--image-size", type=_positive(int), default=None,
-                      help="side of the square crops in pixels (default 112; scikit-learn's digits, 8x8-pixel "
-                      "scans, are written as PNGs of this size)")
+    demo.add_argument(
+        "--train-images",
+        type=_non_negative_int,
+        default=1600,
+        help="class-balanced training subset, 0 = all (default 1600)",
+    )
+    demo.add_argument(
+        "--val-images",
+        type=_non_negative_int,
+        default=500,
+        help="class-balanced validation subset, 0 = all (default 500)",
+    )
+    demo.add_argument(
+        "--image-size",
+        type=_positive(int),
+        default=None,
+        help="side of the square crops in pixels (default 112; scikit-learn's digits, 8x8-pixel "
+        "scans, are written as PNGs of this size)",
+    )
     demo.add_argument("--batch-size", type=_positive(int), default=32, help="images per batch (default 32)")
-    demo.add_argument("--workers", type=_workers, default=None, metavar="{auto,N}",
-                      help="DataLoader worker processes per run: 'auto' (default) = one per CPU core, less one "
-                      "for training; 0 = load in the main process, as DataLoader(num_workers=0)")
-    demo.add_argument("--lr", type=_positive(float), default=0.025,
-                      help="peak SGD learning rate at batch 32 (default 0.025)")
+    demo.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="{auto,N}",
+        help="DataLoader worker processes per run: 'auto' (default) = one per CPU core, less one "
+        "for training; 0 = load in the main process, as DataLoader(num_workers=0)",
+    )
+    demo.add_argument(
+        "--lr", type=_positive(float), default=0.025, help="peak SGD learning rate at batch 32 (default 0.025)"
+    )
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
     demo.add_argument("--no-reports", action="store_true", help="do not print the two efficiency reports")
-    demo.add_argument("--plot", default=None, metavar="FILE.png",
-                      help="write val top-1 against wall-clock seconds of both sides to this PNG")
-    demo.add_argument("--no-tune", action="store_true",
-                      help="efficient side: recipe()'s defaults instead of the settings tune() measures first")
+    demo.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="write val top-1 against wall-clock seconds of both sides to this PNG",
+    )
+    demo.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="efficient side: recipe()'s defaults instead of the settings tune() measures first",
+    )
     tune = sub.add_parser(
         "tune",
         help="measure which settings (precision, channels_last, torch.compile, num_workers) train a torchvision "
@@ -91,21 +117,48 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--model", default="resnet50", help="torchvision model name (default resnet50)")
     tune.add_argument("--image-size", type=_positive(int), default=224, help="input side in pixels (default 224)")
     tune.add_argument("--batch-size", type=_positive(int), default=64, help="images per batch (default 64)")
-    tune.add_argument("--data", default=None, help="ImageFolder root (its train/ split if present); default: "
-                      "synthetic input (one random batch, repeated)")
-    tune.add_argument("--workers", type=_workers, default=None, metavar="{auto,N}",
-                      help="num_workers of the loader as given with --data (default auto); tune() also tries others")
-    tune.add_argument("--precisions", nargs="+", default=None, metavar="P",
-                      help="precisions to try (default: those this hardware runs natively)")
-    tune.add_argument("--compile", dest="compile", action="store_true", default=None,
-                      help="also measure torch.compile (default: on CUDA only)")
+    tune.add_argument(
+        "--data",
+        default=None,
+        help="ImageFolder root (its train/ split if present); default: synthetic input (one random batch, repeated)",
+    )
+    tune.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="{auto,N}",
+        help="num_workers of the loader as given with --data (default auto); tune() also tries others",
+    )
+    tune.add_argument(
+        "--precisions",
+        nargs="+",
+        default=None,
+        metavar="P",
+        help="precisions to try (default: those this hardware runs natively)",
+    )
+    tune.add_argument(
+        "--compile",
+        dest="compile",
+        action="store_true",
+        default=None,
+        help="also measure torch.compile (default: on CUDA only)",
+    )
     tune.add_argument("--no-compile", dest="compile", action="store_false", help="never measure torch.compile")
-    tune.add_argument("--planned-steps", type=_positive(int), default=None,
-                      help="optimizer steps of your real run, to amortise compile time (default: not amortised)")
+    tune.add_argument(
+        "--planned-steps",
+        type=_positive(int),
+        default=None,
+        help="optimizer steps of your real run, to amortise compile time (default: not amortised)",
+    )
     tune.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...) (default auto)")
-    tune.add_argument("--steps", type=_positive(int), nargs=3, default=(2, 3, 3),
-                      metavar=("WARMUP", "WINDOW", "REPEATS"),
-                      help="warm-up steps, steps per timed window, timed windows (default 2 3 3)")
+    tune.add_argument(
+        "--steps",
+        type=_positive(int),
+        nargs=3,
+        default=(2, 3, 3),
+        metavar=("WARMUP", "WINDOW", "REPEATS"),
+        help="warm-up steps, steps per timed window, timed windows (default 2 3 3)",
+    )
     tune.add_argument("--out", default=None, help="write the result as JSON to this file")
     sub.add_parser(
         "doctor",
@@ -121,9 +174,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from lightning_efficient.app.demo import DemoConfig, DemoError, run_demo_with_fallback
 
         cfg = DemoConfig(
-            data=args.data or "", epochs=args.epochs, train_images=args.train_images, val_images=args.val_images,
-            image_size=args.image_size, batch_size=args.batch_size, workers=args.workers, lr=args.lr,
-            seed=args.seed, progress=not args.no_progress, tune=not args.no_tune,
+            data=args.data or "",
+            epochs=args.epochs,
+            train_images=args.train_images,
+            val_images=args.val_images,
+            image_size=args.image_size,
+            batch_size=args.batch_size,
+            workers=args.workers,
+            lr=args.lr,
+            seed=args.seed,
+            progress=not args.no_progress,
+            tune=not args.no_tune,
         )
         try:
             run_demo_with_fallback(cfg, args.out, reports=not args.no_reports, plot=args.plot)
@@ -139,10 +200,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         try:
             with quiet_lightning():
-                run(args.model, image_size=args.image_size, batch_size=args.batch_size, data=args.data,
-                    workers=args.workers, precisions=args.precisions, compile=args.compile,
-                    planned_steps=args.planned_steps, accelerator=args.accelerator, out=args.out,
-                    steps=tuple(args.steps))
+                run(
+                    args.model,
+                    image_size=args.image_size,
+                    batch_size=args.batch_size,
+                    data=args.data,
+                    workers=args.workers,
+                    precisions=args.precisions,
+                    compile=args.compile,
+                    planned_steps=args.planned_steps,
+                    accelerator=args.accelerator,
+                    out=args.out,
+                    steps=tuple(args.steps),
+                )
         except TuneCliError as e:
             print(f"lightning-efficient tune: error: {e}", file=sys.stderr)
             return 2

@@ -174,7 +174,9 @@ def make_classifier(num_classes: int, lr: float, epochs: int) -> Any:
             no_decay = [p for n, p in self.named_parameters() if p.dim() <= 1]
             opt = torch.optim.SGD(
                 [{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
-                lr=lr, momentum=0.9, nesterov=True,
+                lr=lr,
+                momentum=0.9,
+                nesterov=True,
             )
             warmup = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=1)
             cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs - 1))
@@ -243,7 +245,9 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         )
         val_set = datasets.ImageFolder(
             root / "val",
-            transforms.Compose([transforms.Resize(resize), transforms.CenterCrop(size), transforms.ToTensor(), normalize]),
+            transforms.Compose(
+                [transforms.Resize(resize), transforms.CenterCrop(size), transforms.ToTensor(), normalize]
+            ),
         )
         collate = None
     else:
@@ -251,19 +255,26 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         val_set = FastImageFolder(root / "val", size=size, train=False)
         collate = uint8_collate
     workers = resolve_workers(cfg.workers)
-    loader_kw = dict(
-        batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate
-    )
+    loader_kw = dict(batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate)
     train_loader = DataLoader(
-        Subset(train_set, train_idx), shuffle=True, drop_last=True,
-        generator=torch.Generator().manual_seed(cfg.seed), **loader_kw,
+        Subset(train_set, train_idx),
+        shuffle=True,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(cfg.seed),
+        **loader_kw,
     )
     val_loader = DataLoader(Subset(val_set, val_idx), shuffle=False, **loader_kw)
 
     report = EfficiencyReport(verbose=False, log_every_n_steps=0)
     common = dict(
-        max_epochs=cfg.epochs, accelerator="auto", devices=1, logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=cfg.progress, num_sanity_val_steps=0,
+        max_epochs=cfg.epochs,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=cfg.progress,
+        num_sanity_val_steps=0,
         deterministic=False,
     )
     model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs)
@@ -282,14 +293,22 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
             report.tuned = True  # the report then does not point to tune() for these settings
             train_loader = result.dataloader(train_loader)
             model = result.prepare_model(model)
-            tuned = {"tuning_s": result.tuning_s, "chosen": result.chosen.label(), "reasons": result.reasons,
-                     "table": result.table(), "speedup": result.speedup}
-        trainer = pl.Trainer(**recipe(augmentation=augment, efficiency_report=False, callbacks=[report, curve],
-                                      tune=result, **common))
+            tuned = {
+                "tuning_s": result.tuning_s,
+                "chosen": result.chosen.label(),
+                "reasons": result.reasons,
+                "table": result.table(),
+                "speedup": result.speedup,
+            }
+        trainer = pl.Trainer(
+            **recipe(augmentation=augment, efficiency_report=False, callbacks=[report, curve], tune=result, **common)
+        )
     if cfg.progress:
-        print(f"\n== {kind}: precision={trainer.precision}, "
-              f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
-              flush=True)
+        print(
+            f"\n== {kind}: precision={trainer.precision}, "
+            f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
+            flush=True,
+        )
     trainer.fit(model, train_loader, val_loader)
     wall = time.perf_counter() - start
     figures = report.summary()
@@ -386,7 +405,9 @@ def plot_curves(results: dict[str, dict[str, Any]], path: str, title: str) -> No
     for kind, style in (("baseline", "o-"), ("efficient", "s-")):
         pts = results[kind].get("top1_curve", [])
         if pts:
-            ax.plot([t for t, _ in pts], [100 * a for _, a in pts], style, label=f"{kind} ({results[kind]['precision']})")
+            ax.plot(
+                [t for t, _ in pts], [100 * a for _, a in pts], style, label=f"{kind} ({results[kind]['precision']})"
+            )
     ax.axhline(100 * results["baseline"]["val_top1"], color="grey", ls=":", lw=1, label="baseline's final top-1")
     ax.set_xlabel("training seconds (wall clock from the start, tuning included, validation excluded)")
     ax.set_ylabel("val top-1 (%)")
@@ -459,8 +480,10 @@ def run_demo(
     print(format_table(results), flush=True)
     tuned = results["efficient"].get("tuned") or {}
     if tuned:
-        print(f"\nefficient side: tune() took {tuned['tuning_s']:.0f} s (inside its wall time) and chose "
-              f"{tuned['chosen']}:")
+        print(
+            f"\nefficient side: tune() took {tuned['tuning_s']:.0f} s (inside its wall time) and chose "
+            f"{tuned['chosen']}:"
+        )
         for reason in tuned["reasons"]:
             print(f"  - {reason}")
     if plot:

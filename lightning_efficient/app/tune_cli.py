@@ -32,9 +32,11 @@ def classifier(model_name: str, num_classes: int) -> Any:
         import difflib
 
         close = difflib.get_close_matches(model_name, names, n=3)
-        raise TuneCliError(f"--model {model_name!r} is not a torchvision classification model"
-                           + (f" (did you mean {', '.join(close)}?)" if close else "")
-                           + "; see torchvision.models.list_models().")
+        raise TuneCliError(
+            f"--model {model_name!r} is not a torchvision classification model"
+            + (f" (did you mean {', '.join(close)}?)" if close else "")
+            + "; see torchvision.models.list_models()."
+        )
 
     class TorchvisionClassifier(pl.LightningModule):
         def __init__(self) -> None:
@@ -77,7 +79,10 @@ class RepeatedBatch:
 #: tune()'s Python wording in its notes and skip reasons, and the command line's for the same thing.
 _CLI_WORDS = (
     ("num_workers not tuned (num_workers=False)", "num_workers not tuned"),
-    ("(compile=None measures it on CUDA only; pass compile=True)", "(measured on CUDA only by default; pass --compile)"),
+    (
+        "(compile=None measures it on CUDA only; pass compile=True)",
+        "(measured on CUDA only by default; pass --compile)",
+    ),
     ("pass precisions=[...] to measure it", "pass --precisions 32-true bf16-mixed to measure it"),
     ("or raise window_steps/repeats", "or take more timed windows (--steps WARMUP WINDOW REPEATS, e.g. --steps 2 3 6)"),
 )
@@ -85,6 +90,7 @@ _CLI_WORDS = (
 
 def _in_cli_words(result: Any, synthetic: bool) -> None:
     """Reword ``result``'s notes and skip reasons for the command line (flags, not Python arguments)."""
+
     def reword(text: str) -> str:
         for python, cli in _CLI_WORDS:
             text = text.replace(python, cli)
@@ -100,9 +106,18 @@ def _in_cli_words(result: Any, synthetic: bool) -> None:
 
 
 def run(
-    model_name: str, *, image_size: int, batch_size: int, data: Optional[str] = None, workers: Optional[int] = None,
-    precisions: Optional[Sequence[str]] = None, compile: Optional[bool] = None, planned_steps: Optional[int] = None,
-    accelerator: str = "auto", out: Optional[str] = None, steps: tuple[int, int, int] = (2, 3, 3),
+    model_name: str,
+    *,
+    image_size: int,
+    batch_size: int,
+    data: Optional[str] = None,
+    workers: Optional[int] = None,
+    precisions: Optional[Sequence[str]] = None,
+    compile: Optional[bool] = None,
+    planned_steps: Optional[int] = None,
+    accelerator: str = "auto",
+    out: Optional[str] = None,
+    steps: tuple[int, int, int] = (2, 3, 3),
 ) -> Any:
     """Tune ``model_name`` and print the table; returns the :class:`~lightning_efficient.TuneResult`.
 
@@ -139,15 +154,25 @@ def run(
             raise TuneCliError(f"--data {split}: not an ImageFolder ({err}).") from None
         if workers is None:
             workers = suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
-        loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True, num_workers=workers,
-                            persistent_workers=workers > 0, collate_fn=uint8_collate)
+        loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=True,
+            drop_last=True,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            collate_fn=uint8_collate,
+        )
         num_classes = len(dataset.classes)
         callbacks.append(GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD))
     else:
         num_classes = 10
         needed = warmup + window * repeats
-        loader = DataLoader(RepeatedBatch(batch_size, image_size, num_classes, batch_size * needed),
-                            batch_size=batch_size, num_workers=workers or 0)
+        loader = DataLoader(
+            RepeatedBatch(batch_size, image_size, num_classes, batch_size * needed),
+            batch_size=batch_size,
+            num_workers=workers or 0,
+        )
     model = classifier(model_name, num_classes)
     source = f"{data}" if data else "synthetic input"
     print(f"tuning {model_name} at {image_size} px, batch {batch_size}, on {source} ...", flush=True)
@@ -155,15 +180,27 @@ def run(
         # The noise warning is also one of the result's notes, printed below in the command line's words.
         warnings.filterwarnings("ignore", message=r"tune\(\): the machine is noisy", category=UserWarning)
         result = tune(
-            model, loader, precisions=precisions, compile=compile, planned_steps=planned_steps,
-            num_workers=None if data else False, warmup_steps=warmup, window_steps=window, repeats=repeats,
-            accelerator=accelerator, devices=1, callbacks=callbacks, verbose=False,
+            model,
+            loader,
+            precisions=precisions,
+            compile=compile,
+            planned_steps=planned_steps,
+            num_workers=None if data else False,
+            warmup_steps=warmup,
+            window_steps=window,
+            repeats=repeats,
+            accelerator=accelerator,
+            devices=1,
+            callbacks=callbacks,
+            verbose=False,
         )
     _in_cli_words(result, synthetic=not data)
     print(result)
-    print(f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"
-          + ("; result.prepare_model(model) (compiles it)" if result.compile else "")
-          + (f"; DataLoader(num_workers={result.num_workers})" if data and result.num_workers is not None else ""))
+    print(
+        f"\nuse it: Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"
+        + ("; result.prepare_model(model) (compiles it)" if result.compile else "")
+        + (f"; DataLoader(num_workers={result.num_workers})" if data and result.num_workers is not None else "")
+    )
     if any(note.startswith("the machine is noisy") for note in result.notes):
         print("  (provisional: the machine was noisy while measuring, see the note above; rerun on a quiet machine)")
     if out:

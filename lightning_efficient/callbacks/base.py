@@ -71,4 +71,3 @@ LIGHTNING_PACKAGES: tuple[ModuleType, ...] = (pytorch_lightning,) + ((_UNIFIED,)
 class Callback(*(package.Callback for package in LIGHTNING_PACKAGES)):  # type: ignore[misc]
     """Base class of this package's callbacks: a ``pytorch_lightning.Callback`` and, where the ``lightning`` package
     is installed, a ``lightning.pytorch.Callback`` (see the module docstring). Adds no behaviour."""
-

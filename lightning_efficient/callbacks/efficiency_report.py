@@ -29,9 +29,21 @@ from lightning_efficient.pipeline import get_pipeline
 from lightning_efficient.precision import recommended_precision
 
 _CPU_AUGMENTATIONS = (
-    "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "ColorJitter", "RandomResizedCrop",
-    "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "RandomAffine",
-    "RandomErasing", "GaussianBlur", "RandomGrayscale", "RandomPerspective",
+    "AutoAugment",
+    "RandAugment",
+    "TrivialAugmentWide",
+    "AugMix",
+    "ColorJitter",
+    "RandomResizedCrop",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomVerticalFlip",
+    "RandomRotation",
+    "RandomAffine",
+    "RandomErasing",
+    "GaussianBlur",
+    "RandomGrayscale",
+    "RandomPerspective",
 )
 
 
@@ -149,9 +161,7 @@ class EfficiencyReport(Callback):
             self.timer.peak_memory_bytes = max(self.timer.peak_memory_bytes, process_rss_bytes())
         if self.log_every_n_steps and self.timer.steps and self.timer.steps % self.log_every_n_steps == 0:
             figures = self.timer.as_dict()
-            metrics = {
-                f"efficiency/{k}": figures[k] for k in ("images_per_s", "data_wait_share", "step_time_s")
-            }
+            metrics = {f"efficiency/{k}": figures[k] for k in ("images_per_s", "data_wait_share", "step_time_s")}
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
 
@@ -218,8 +228,10 @@ class EfficiencyReport(Callback):
             return self.clock
         if self.clock == "cuda" or (self.clock == "auto" and self._cuda):
             if not self._cuda:
-                raise ValueError("EfficiencyReport(clock='cuda') on a model that is not on a CUDA device; "
-                                 "use clock='auto' or 'host'.")
+                raise ValueError(
+                    "EfficiencyReport(clock='cuda') on a model that is not on a CUDA device; "
+                    "use clock='auto' or 'host'."
+                )
             return CudaEventClock()
         return HostClock()
 
@@ -268,20 +280,21 @@ class EfficiencyReport(Callback):
     def _facts(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> RunFacts:
         accelerator = pl_module.device.type
         convs = [
-            p for m in pl_module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.ConvTranspose2d))
-            for p in m.parameters(recurse=False) if p.dim() == 4
+            p
+            for m in pl_module.modules()
+            if isinstance(m, (torch.nn.Conv2d, torch.nn.ConvTranspose2d))
+            for p in m.parameters(recurse=False)
+            if p.dim() == 4
         ]
-        model_cl = (
-            sum(is_channels_last(p) for p in convs) / len(convs) if convs else None
-        )
+        model_cl = sum(is_channels_last(p) for p in convs) / len(convs) if convs else None
         configs = trainer.lr_scheduler_configs
         loader = _train_loader(trainer)
         dataset = _unwrap_dataset(loader.dataset) if loader is not None else None
         cores = available_cpus()
         processes = max(1, trainer.num_devices)
-        suggested = suggest_loader_kwargs(
-            processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda"
-        ).kwargs["num_workers"]
+        suggested = suggest_loader_kwargs(processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda").kwargs[
+            "num_workers"
+        ]
         observed: dict[str, Any] = dict(
             precision=str(trainer.precision),
             recommended_precision=recommended_precision(

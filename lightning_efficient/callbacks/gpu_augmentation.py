@@ -308,8 +308,10 @@ class GPUAugmentation(Callback):
                 else:
                     x = out
                 if not isinstance(x, Tensor) or x.ndim != 4:
-                    raise TypeError(f"The augmentation must return a [B, C, H, W] tensor, got {type(x).__name__}"
-                                    f"{'' if not isinstance(x, Tensor) else ' of shape ' + str(tuple(x.shape))}.")
+                    raise TypeError(
+                        f"The augmentation must return a [B, C, H, W] tensor, got {type(x).__name__}"
+                        f"{'' if not isinstance(x, Tensor) else ' of shape ' + str(tuple(x.shape))}."
+                    )
                 x = x.float()
                 self._maybe_log(x)
             if self.mean is not None:
@@ -349,8 +351,10 @@ class GPUAugmentation(Callback):
         value = get_entry(batch, key, who="GPUAugmentation", option=what, bare_ok=bare_ok)
         if not isinstance(value, Tensor) or value.ndim != 4 and what == "image_key":
             shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
-            raise ValueError(f"GPUAugmentation: batch[{key!r}] must be an image tensor [B, C, H, W], got {shape}; "
-                             f"set `{what}=` to where the images are.")
+            raise ValueError(
+                f"GPUAugmentation: batch[{key!r}] must be an image tensor [B, C, H, W], got {shape}; "
+                f"set `{what}=` to where the images are."
+            )
         return value
 
     def _maybe_log(self, x: Tensor) -> None:

@@ -440,8 +440,9 @@ class StepwiseLR(Callback):
             d = _Driven(index, scheduler, fn, frequency=int(config.frequency))
             driven.append(d)
             per = "" if d.frequency == 1 else f" (stepped every {d.frequency} epochs)"
-            self._info(f"StepwiseLR: {name}{per} LR now set at every optimizer step from its "
-                       "schedule in fractional epochs.")
+            self._info(
+                f"StepwiseLR: {name}{per} LR now set at every optimizer step from its schedule in fractional epochs."
+            )
         return driven
 
     def _info(self, message: str) -> None:

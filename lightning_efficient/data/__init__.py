@@ -8,6 +8,18 @@ from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import LoaderSettings, available_cpus, suggest_loader_kwargs
 from lightning_efficient.data.samples import balanced_subset, digits_imagefolder
 
-__all__ = ["EncodedImage", "EncodedImages", "FastImageFolder", "ImageDecodeError", "LoaderSettings", "available_cpus",
-           "balanced_subset", "decode_batch", "digits_imagefolder", "is_pillow_simd", "pil_flavour",
-           "suggest_loader_kwargs", "uint8_collate"]
+__all__ = [
+    "EncodedImage",
+    "EncodedImages",
+    "FastImageFolder",
+    "ImageDecodeError",
+    "LoaderSettings",
+    "available_cpus",
+    "balanced_subset",
+    "decode_batch",
+    "digits_imagefolder",
+    "is_pillow_simd",
+    "pil_flavour",
+    "suggest_loader_kwargs",
+    "uint8_collate",
+]

@@ -36,9 +36,21 @@ _ON_ERROR = ("raise", "skip")
 #: name, the root is most likely one level too high (``imagenette/`` instead of ``imagenette/train``).
 SPLIT_NAMES: frozenset[str] = frozenset(
     {
-        "train", "training", "trn", "trainval", "train_val",
-        "val", "valid", "validation", "dev", "holdout",
-        "test", "testing", "tst", "eval", "evaluation",
+        "train",
+        "training",
+        "trn",
+        "trainval",
+        "train_val",
+        "val",
+        "valid",
+        "validation",
+        "dev",
+        "holdout",
+        "test",
+        "testing",
+        "tst",
+        "eval",
+        "evaluation",
     }
 )
 # What Pillow / torchvision raise for unreadable files (UnidentifiedImageError and "image file is truncated" are
@@ -463,4 +475,3 @@ def _collate_targets(targets: list[Any]) -> Any:
     ):
         return torch.tensor([int(t) for t in targets], dtype=torch.int64)
     return default_collate(targets)
-

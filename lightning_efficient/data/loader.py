@@ -100,7 +100,8 @@ def suggest_loader_kwargs(
     reasons = {
         "num_workers": (
             f"{cpus} cores / {processes_per_node} process(es) = {per_process} per process; one stays with the main "
-            f"process" + (f", capped at max_workers={max_workers}" if per_process - 1 > max_workers else "")
+            f"process"
+            + (f", capped at max_workers={max_workers}" if per_process - 1 > max_workers else "")
             + ("" if num_workers else "; fewer than 2 cores per process, so decode in the main process")
             + "."
         ),
@@ -134,8 +135,10 @@ def can_rebuild(loader: Any) -> Optional[str]:
     if not isinstance(loader, DataLoader):
         return f"the training data is a {type(loader).__name__}, not a torch DataLoader"
     if isinstance(loader.dataset, IterableDataset):
-        return ("the dataset is an IterableDataset: with more workers each worker yields the whole stream unless "
-                "the dataset shards itself with get_worker_info()")
+        return (
+            "the dataset is an IterableDataset: with more workers each worker yields the whole stream unless "
+            "the dataset shards itself with get_worker_info()"
+        )
     return None
 
 
@@ -163,8 +166,11 @@ def with_num_workers(loader: Any, num_workers: int) -> Any:
     if why:
         raise TypeError(f"with_num_workers(): cannot rebuild the loader: {why}; set num_workers where you build it.")
     kwargs: dict[str, Any] = dict(
-        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn, generator=loader.generator,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        generator=loader.generator,
         multiprocessing_context=loader.multiprocessing_context if num_workers > 0 else None,
     )
     if getattr(loader, "pin_memory_device", ""):

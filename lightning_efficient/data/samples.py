@@ -43,7 +43,8 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
     except ImportError:
         raise ModuleNotFoundError(
             "scikit-learn (which ships the digits dataset) is missing: `pip install scikit-learn`, or use your own "
-            "image folder.", name="sklearn"
+            "image folder.",
+            name="sklearn",
         ) from None
     import numpy as np
     from PIL import Image

@@ -36,18 +36,24 @@ def get_entry(batch: Any, key: Key, *, who: str, option: str = "image_key", bare
     """
     if isinstance(batch, Mapping):
         if key not in batch:
-            raise ValueError(f"{who}: the batch dict has no {key!r} (keys: {sorted(map(str, batch))}); "
-                             f"set `{option}=` to the right key.")
+            raise ValueError(
+                f"{who}: the batch dict has no {key!r} (keys: {sorted(map(str, batch))}); "
+                f"set `{option}=` to the right key."
+            )
         return batch[key]
     if isinstance(batch, (tuple, list)):
         if not isinstance(key, int) or isinstance(key, bool) or not -len(batch) <= key < len(batch):
-            raise ValueError(f"{who}: `{option}={key!r}` is not a valid index into a batch of {len(batch)} items; "
-                             f"set `{option}=` to the position of the entry.")
+            raise ValueError(
+                f"{who}: `{option}={key!r}` is not a valid index into a batch of {len(batch)} items; "
+                f"set `{option}=` to the position of the entry."
+            )
         return batch[key]
     if bare_ok:
         return batch
-    raise ValueError(f"{who}: cannot find `{option}={key!r}` in a batch of type {type(batch).__name__}; "
-                     f"use a tuple/list or a dict batch.")
+    raise ValueError(
+        f"{who}: cannot find `{option}={key!r}` in a batch of type {type(batch).__name__}; "
+        f"use a tuple/list or a dict batch."
+    )
 
 
 def replace_entry(batch: Any, key: Key, value: Any) -> Any:

@@ -44,6 +44,7 @@ PILLOW_SIMD_INSTALL = (
     "pillow-simd"
 )
 
+
 @dataclass
 class StepTimer:
     """Sums of per-step times and samples, over the steps after ``skip_first``.
@@ -246,9 +247,13 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
             "mixed precision",
             None if facts.tuned and not ok else ok,
             f"precision={facts.precision!r}"
-            + ("" if mixed else
-               ": no 16-bit mixed precision runs natively on this hardware" if facts.recommended_precision == "32-true"
-               else f" (this hardware runs {facts.recommended_precision!r} natively)")
+            + (
+                ""
+                if mixed
+                else ": no 16-bit mixed precision runs natively on this hardware"
+                if facts.recommended_precision == "32-true"
+                else f" (this hardware runs {facts.recommended_precision!r} natively)"
+            )
             + (tuned_note if facts.tuned and not ok else ""),
             f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())",
         )
@@ -313,8 +318,11 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
                 "DataLoader workers",
                 None if facts.tuned and not ok else ok,
                 f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process"
-                + (" (tune() measures num_workers: use result.dataloader(loader) for its choice)"
-                   if facts.tuned and not ok else ""),
+                + (
+                    " (tune() measures num_workers: use result.dataloader(loader) for its choice)"
+                    if facts.tuned and not ok
+                    else ""
+                ),
                 f"DataLoader(num_workers={workers})",
             )
         )
@@ -362,14 +370,18 @@ def tune_hints(facts: RunFacts, data_wait_share: float) -> list[str]:
     hints = []
     half = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
     if half and facts.accelerator == "cpu" and facts.recommended_precision == "32-true":
-        hints.append(f"precision={facts.precision!r} on a CPU without native bf16/fp16 runs emulated, often far "
-                     "slower than '32-true'")
+        hints.append(
+            f"precision={facts.precision!r} on a CPU without native bf16/fp16 runs emulated, often far "
+            "slower than '32-true'"
+        )
     if facts.accelerator == "cpu" and facts.model_channels_last is not None and facts.model_channels_last >= 0.99:
         hints.append("channels_last on a CPU speeds up some models and slows others")
     if verdict(data_wait_share) == "data-bound" and facts.num_workers is not None:
         hints.append(f"the run is data-bound with num_workers={facts.num_workers}")
     if hints:
-        hints.append("measure instead of assuming: lightning_efficient.tune(model, train_loader, **trainer_kwargs) "
-                     "times each setting on this model and hardware (or `lightning-efficient tune` for a "
-                     "torchvision model)")
+        hints.append(
+            "measure instead of assuming: lightning_efficient.tune(model, train_loader, **trainer_kwargs) "
+            "times each setting on this model and hardware (or `lightning-efficient tune` for a "
+            "torchvision model)"
+        )
     return hints

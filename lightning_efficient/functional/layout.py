@@ -311,9 +311,7 @@ class ConversionReport:
         if self.skipped_5d:
             parts.append(f"{len(self.skipped_5d)} 5-D skipped")
         if self.excluded_modules:
-            parts.append(
-                f"excluded modules {list(self.excluded_modules)} ({len(self.excluded_tensors)} tensors left)"
-            )
+            parts.append(f"excluded modules {list(self.excluded_modules)} ({len(self.excluded_tensors)} tensors left)")
         return ", ".join(parts)
 
 

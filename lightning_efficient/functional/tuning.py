@@ -183,8 +183,7 @@ def _charge_cold_compile(m: Measurement, table: Sequence[Measurement], planned_i
     """``m`` amortised with the longest compile time measured so far: a compilation repeated in the same process
     hits the compiler's caches and takes a fraction of the first (cold) one, which a user's first run pays."""
     times = [x.compile_s for x in table if x.ok and x.candidate.compile and math.isfinite(x.compile_s)]
-    return replace(m, compile_s=max(times)).amortised(planned_images) if times and m.ok else \
-        m.amortised(planned_images)
+    return replace(m, compile_s=max(times)).amortised(planned_images) if times and m.ok else m.amortised(planned_images)
 
 
 def _ratio(new: Measurement, old: Measurement) -> float:
@@ -212,10 +211,19 @@ class _SecondRound:
         return text
 
 
-def _second_round(measure: Callable[[Candidate, str], Measurement], new: Candidate, old: Candidate, stage: str,
-                  first_new: Measurement, first_old: Measurement, table: list[Measurement],
-                  planned_images: Optional[float], min_gain: float, noisy_spread: float = NOISY_SPREAD,
-                  charge: Optional[bool] = None) -> _SecondRound:
+def _second_round(
+    measure: Callable[[Candidate, str], Measurement],
+    new: Candidate,
+    old: Candidate,
+    stage: str,
+    first_new: Measurement,
+    first_old: Measurement,
+    table: list[Measurement],
+    planned_images: Optional[float],
+    min_gain: float,
+    noisy_spread: float = NOISY_SPREAD,
+    charge: Optional[bool] = None,
+) -> _SecondRound:
     """Measure ``new`` then ``old`` once more (the reverse of the first round's order, so a steady drift of the
     machine's speed favours neither), append both to ``table``, and pool them with the first round. The change
     holds if the second round shows a gain above ``min_gain``, its windows spread by at most ``noisy_spread``
@@ -278,8 +286,11 @@ class PairedGain:
         if len(self.ratios) < 2:
             return f"{self.gain:.2f}x in 1 pair of adjacent windows"
         span = f"pairs {min(self.ratios):.2f}-{max(self.ratios):.2f}x"
-        bound = (f"; one-sided 95% bounds: lower {self.lower:.3f}x, upper {self.upper:.3f}x"
-                 if math.isfinite(self.lower) else "")
+        bound = (
+            f"; one-sided 95% bounds: lower {self.lower:.3f}x, upper {self.upper:.3f}x"
+            if math.isfinite(self.lower)
+            else ""
+        )
         return f"{self.gain:.2f}x in {len(self.ratios)} pairs of adjacent windows ({span}{bound})"
 
 
@@ -300,9 +311,11 @@ def paired_gain(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) 
     if not (new.ok and old.ok):
         return PairedGain((), math.nan, math.nan, math.nan, min_gain)
     if len(new.window_images_per_s) != len(old.window_images_per_s):
-        raise ValueError(f"paired_gain(): {len(new.window_images_per_s)} windows of {new.candidate.label()} but "
-                         f"{len(old.window_images_per_s)} of {old.candidate.label()}; paired measurements have "
-                         "one window of each per pair.")
+        raise ValueError(
+            f"paired_gain(): {len(new.window_images_per_s)} windows of {new.candidate.label()} but "
+            f"{len(old.window_images_per_s)} of {old.candidate.label()}; paired measurements have "
+            "one window of each per pair."
+        )
     ratios = tuple(a / b for a, b in zip(new.window_images_per_s, old.window_images_per_s) if a > 0 and b > 0)
     if not ratios:
         return PairedGain((), math.nan, math.nan, math.nan, min_gain)
@@ -316,8 +329,9 @@ def paired_gain(new: Measurement, old: Measurement, min_gain: float = MIN_GAIN) 
     return PairedGain(ratios, math.exp(mean), math.exp(mean - half), math.exp(mean + half), min_gain)
 
 
-def pool_pairs(first: tuple[Measurement, Measurement], second: tuple[Measurement, Measurement]) -> \
-        tuple[Measurement, Measurement]:
+def pool_pairs(
+    first: tuple[Measurement, Measurement], second: tuple[Measurement, Measurement]
+) -> tuple[Measurement, Measurement]:
     """Two paired measurements of the same two candidates as one (their pairs together); the first alone if the
     second failed."""
     if not (second[0].ok and second[1].ok):
@@ -336,12 +350,15 @@ def workers_bound(best: Measurement, value: Any, min_gain: float = MIN_GAIN) -> 
     bound = 1.0 / max(1.0 - best.data_wait, 1e-9)
     if bound >= 1.0 + min_gain:
         return None
-    return (f"with workers={current} the training step waited for data {best.data_wait:.1%} of the time, so more "
-            f"workers could gain at most {bound:.3f}x (below the {min_gain:.0%} that counts)")
+    return (
+        f"with workers={current} the training step waited for data {best.data_wait:.1%} of the time, so more "
+        f"workers could gain at most {bound:.3f}x (below the {min_gain:.0%} that counts)"
+    )
 
 
-def tuning_cost_note(tuning_s: float, planned_steps: Optional[int], batch_size: Optional[int],
-                     images_per_s: float) -> Optional[str]:
+def tuning_cost_note(
+    tuning_s: float, planned_steps: Optional[int], batch_size: Optional[int], images_per_s: float
+) -> Optional[str]:
     """A note if tuning took longer than the planned run itself would at the chosen settings
     (``planned_steps x batch_size / images_per_s`` seconds), else ``None`` (also when the run's length is not
     known)."""
@@ -350,15 +367,23 @@ def tuning_cost_note(tuning_s: float, planned_steps: Optional[int], batch_size: 
     run_s = planned_steps * batch_size / images_per_s
     if tuning_s <= run_s:
         return None
-    return (f"tuning took {tuning_s:.0f} s, more than the planned run itself ({planned_steps} optimizer steps, about "
-            f"{run_s:.0f} s at {images_per_s:.1f} images/s): for a run this short it does not pay; keep the result "
-            "for longer runs of the same model, data and machine, or pass channels_last=False / num_workers=False "
-            "to measure less.")
+    return (
+        f"tuning took {tuning_s:.0f} s, more than the planned run itself ({planned_steps} optimizer steps, about "
+        f"{run_s:.0f} s at {images_per_s:.1f} images/s): for a run this short it does not pay; keep the result "
+        "for longer runs of the same model, data and machine, or pass channels_last=False / num_workers=False "
+        "to measure less."
+    )
 
 
-def _in_pairs(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
-              new: Candidate, old: Candidate, stage: str, table: list[Measurement], min_gain: float,
-              remeasure: bool) -> Optional[tuple[tuple[Measurement, Measurement], PairedGain, str]]:
+def _in_pairs(
+    measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
+    new: Candidate,
+    old: Candidate,
+    stage: str,
+    table: list[Measurement],
+    min_gain: float,
+    remeasure: bool,
+) -> Optional[tuple[tuple[Measurement, Measurement], PairedGain, str]]:
     """Measure ``new`` against ``old`` in pairs (once more, pooled, when undecided and ``remeasure``); the
     measurements go into ``table``. Returns ``(pair, gain, text)``, where ``text`` describes the gain (both runs
     where there were two); ``None`` if ``measure_pair`` cannot pair them. A failed ``new`` gives ``gain`` without
@@ -378,15 +403,26 @@ def _in_pairs(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple
             gain = paired_gain(*pair, min_gain)
     against = f"against {old.label()}"
     if first is not gain:
-        return pair, gain, (f"{first.describe()} {against}, undecided, so measured in pairs again: "
-                            f"{gain.describe()} over both runs")
+        return (
+            pair,
+            gain,
+            (f"{first.describe()} {against}, undecided, so measured in pairs again: {gain.describe()} over both runs"),
+        )
     return pair, gain, f"{gain.describe()} {against}"
 
 
-def _paired_round(measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
-                  cand: Candidate, best: Candidate, best_m: Measurement, factor: str, value: Any,
-                  table: list[Measurement], reasons: list[str], min_gain: float, remeasure: bool) -> \
-        Optional[tuple[Candidate, Measurement]]:
+def _paired_round(
+    measure_pair: Callable[[Candidate, Candidate, str], Optional[tuple[Measurement, Measurement]]],
+    cand: Candidate,
+    best: Candidate,
+    best_m: Measurement,
+    factor: str,
+    value: Any,
+    table: list[Measurement],
+    reasons: list[str],
+    min_gain: float,
+    remeasure: bool,
+) -> Optional[tuple[Candidate, Measurement]]:
     """Decide ``factor=value`` from paired windows (:func:`paired_gain`): returns the new ``(best, best_m)``, or
     ``None`` if ``measure_pair`` cannot pair these candidates (the caller measures them apart)."""
     found = _in_pairs(measure_pair, cand, best, factor, table, min_gain, remeasure)
@@ -486,8 +522,9 @@ def search(
                     reasons.append(f"num_workers={value!r}: not measured, {why}.")
                     continue
             if measure_pair is not None and factor in paired and not cand.compile:
-                decided = _paired_round(measure_pair, cand, best, best_m, factor, value, table, reasons, min_gain,
-                                        remeasure)
+                decided = _paired_round(
+                    measure_pair, cand, best, best_m, factor, value, table, reasons, min_gain, remeasure
+                )
                 if decided is not None:
                     best, best_m = decided
                     continue
@@ -500,26 +537,30 @@ def search(
             ratio = _ratio(effective, best_m)
             noise = max(min_gain, effective.spread, best_m.spread)
             if beats(effective, best_m, min_gain):
-                reasons.append(f"{factor}={value!r}: kept, {ratio:.2f}x the images/s of {best.label()} "
-                               f"(noise {noise:.0%}).")
+                reasons.append(
+                    f"{factor}={value!r}: kept, {ratio:.2f}x the images/s of {best.label()} (noise {noise:.0%})."
+                )
                 best, best_m = cand, effective
             elif remeasure and (ratio > 1.0 + min_gain or (effective.spread > noisy_spread and 1 / ratio <= 1 + noise)):
                 # Undecided: a gain within the noise, or a measurement whose own windows vary too much to say
                 # anything. Measure both again back to back, the new settings first (the old ones were measured
                 # first in the first round, so a steady drift of the machine's speed favours neither), and keep
                 # the change only if the second round (quiet enough to decide on) shows a gain too.
-                second = _second_round(measure, cand, best, factor, effective, best_m, table, planned_images,
-                                       min_gain, noisy_spread)
+                second = _second_round(
+                    measure, cand, best, factor, effective, best_m, table, planned_images, min_gain, noisy_spread
+                )
                 if second.held:
                     reasons.append(
                         f"{factor}={value!r}: kept, {ratio:.2f}x then {second.ratio:.2f}x the images/s of "
                         f"{best.label()} in two rounds ({second.pooled:.2f}x pooled); the first round was within the "
-                        f"noise ({noise:.0%}), the second round showed a gain.")
+                        f"noise ({noise:.0%}), the second round showed a gain."
+                    )
                     best, best_m = cand, second.pooled_new
                 else:
                     reasons.append(
                         f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()} within the "
-                        f"noise ({noise:.0%}), then {second.describe(noisy_spread)}: no gain shown.")
+                        f"noise ({noise:.0%}), then {second.describe(noisy_spread)}: no gain shown."
+                    )
                     if second.again_old.ok:
                         best_m = second.again_old  # the fresher measurement of the settings kept
             else:
@@ -529,8 +570,7 @@ def search(
                     verdict = "slower"
                 else:
                     verdict = f"slower, within the noise ({noise:.0%})"
-                reasons.append(f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()}, "
-                               f"{verdict}.")
+                reasons.append(f"{factor}={value!r}: not kept, {ratio:.2f}x the images/s of {best.label()}, {verdict}.")
     changed = best.differences(current)
     confirmed_in_pairs = None
     if len(changed) >= 2 and measure_pair is not None and set(changed) <= set(paired) and not best.compile:
@@ -540,12 +580,16 @@ def search(
         if gain.kept:
             reasons.append(f"confirmed: {best.label()} is {text}.")
         elif not pair[0].ok:
-            reasons.append(f"not confirmed: measuring {best.label()} in pairs with the current settings failed "
-                           f"({text}); keeping the current settings.")
+            reasons.append(
+                f"not confirmed: measuring {best.label()} in pairs with the current settings failed "
+                f"({text}); keeping the current settings."
+            )
             best = current
         else:
-            reasons.append(f"not confirmed: {best.label()} measured {text}: no gain shown beyond the noise; keeping "
-                           "the current settings.")
+            reasons.append(
+                f"not confirmed: {best.label()} measured {text}: no gain shown beyond the noise; keeping "
+                "the current settings."
+            )
             best = current
     elif len(changed) >= 2:
         again_current = measure(current, "confirm")
@@ -553,29 +597,44 @@ def search(
         table += [again_current, again_best]
         effective = _charge_cold_compile(again_best, table, planned_images) if best.compile else again_best
         ratio = _ratio(effective, again_current)
-        noise = max(min_gain, effective.spread, again_current.spread) if effective.ok and again_current.ok \
-            else math.nan
+        noise = max(min_gain, effective.spread, again_current.spread) if effective.ok and again_current.ok else math.nan
         if beats(effective, again_current, min_gain):
-            reasons.append(f"confirmed: {best.label()} is {ratio:.2f}x {current.label()} measured again back to "
-                           f"back.")
+            reasons.append(f"confirmed: {best.label()} is {ratio:.2f}x {current.label()} measured again back to back.")
         elif remeasure and math.isfinite(ratio) and ratio > 0 and 1 / ratio <= 1 + noise:
             # Undecided: the rounds before showed each change's gain, this one shows none but is not slower
             # beyond the noise either. Measure both once more, the combination first, and keep it only if that
             # round and both rounds pooled show a gain.
-            second = _second_round(measure, best, current, "confirm", effective, again_current, table,
-                                   planned_images, min_gain, noisy_spread, charge=best.compile)
+            second = _second_round(
+                measure,
+                best,
+                current,
+                "confirm",
+                effective,
+                again_current,
+                table,
+                planned_images,
+                min_gain,
+                noisy_spread,
+                charge=best.compile,
+            )
             if second.held:
-                reasons.append(f"confirmed: {best.label()} was {ratio:.2f}x {current.label()} measured again back "
-                               f"to back (within the noise, {noise:.0%}), then {second.ratio:.2f}x in the reverse "
-                               f"order ({second.pooled:.2f}x pooled).")
+                reasons.append(
+                    f"confirmed: {best.label()} was {ratio:.2f}x {current.label()} measured again back "
+                    f"to back (within the noise, {noise:.0%}), then {second.ratio:.2f}x in the reverse "
+                    f"order ({second.pooled:.2f}x pooled)."
+                )
             else:
-                reasons.append(f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()} "
-                               f"(within the noise, {noise:.0%}), then {second.describe(noisy_spread)}; keeping the current "
-                               f"settings.")
+                reasons.append(
+                    f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()} "
+                    f"(within the noise, {noise:.0%}), then {second.describe(noisy_spread)}; keeping the current "
+                    f"settings."
+                )
                 best = current
         else:
-            reasons.append(f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()}; "
-                           f"keeping the current settings.")
+            reasons.append(
+                f"not confirmed: measured again, {best.label()} was {ratio:.2f}x {current.label()}; "
+                f"keeping the current settings."
+            )
             best = current
     if best == current:
         reasons.append(f"chosen: the current settings ({current.label()}).")
@@ -654,8 +713,13 @@ class TuneResult:
         confirmation of several), every such run pooled; ``None`` if they never were."""
         found: Optional[tuple[Measurement, Measurement]] = None
         for m, b in zip(self.measurements, self.measurements[1:]):
-            if m.stage.endswith("(paired)") and b.stage.endswith("(paired baseline)") and m.ok and b.ok and \
-                    (m.candidate, b.candidate) == (self.chosen, self.current):
+            if (
+                m.stage.endswith("(paired)")
+                and b.stage.endswith("(paired baseline)")
+                and m.ok
+                and b.ok
+                and (m.candidate, b.candidate) == (self.chosen, self.current)
+            ):
                 found = (m, b) if found is None else pool_pairs(found, (m, b))
         return found
 
@@ -690,8 +754,11 @@ class TuneResult:
         in pairs, :func:`paired_gain` over the baseline row that follows it; else NaN), ``status`` (``ok``,
         ``chosen``, ``failed: ...``, ``skipped: ...``)."""
         base = next((m for m in self.measurements if m.stage == "current" and m.ok), None)
-        partner = {id(m): b for m, b in zip(self.measurements, self.measurements[1:])
-                   if m.stage.endswith("(paired)") and b.stage.endswith("(paired baseline)")}
+        partner = {
+            id(m): b
+            for m, b in zip(self.measurements, self.measurements[1:])
+            if m.stage.endswith("(paired)") and b.stage.endswith("(paired baseline)")
+        }
         out = []
         chosen_marked = False
         for m in reversed(self.measurements):  # mark the last measurement of the chosen settings
@@ -702,22 +769,31 @@ class TuneResult:
                 status = f"skipped: {m.skipped}"
             elif m.candidate == self.chosen and not chosen_marked:
                 status, chosen_marked = "chosen", True
-            out.append({
-                "settings": m.candidate.label(), "stage": m.stage,
-                "images_per_s": m.images_per_s, "ratio": _ratio(m, base) if base else math.nan,
-                "spread": m.spread, "peak_memory_mb": m.peak_memory_mb, "compile_s": m.compile_s,
-                "paired_gain": paired_gain(m, partner[id(m)]).gain if id(m) in partner else math.nan,
-                "status": status,
-            })
+            out.append(
+                {
+                    "settings": m.candidate.label(),
+                    "stage": m.stage,
+                    "images_per_s": m.images_per_s,
+                    "ratio": _ratio(m, base) if base else math.nan,
+                    "spread": m.spread,
+                    "peak_memory_mb": m.peak_memory_mb,
+                    "compile_s": m.compile_s,
+                    "paired_gain": paired_gain(m, partner[id(m)]).gain if id(m) in partner else math.nan,
+                    "status": status,
+                }
+            )
         return list(reversed(out))
 
     def table(self) -> str:
         """The measurements as a Markdown table."""
+
         def num(v: float, fmt: str) -> str:
             return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
-        lines = ["| settings | stage | images/s | vs current | spread | peak MiB | compile s | status |",
-                 "|---|---|---:|---:|---:|---:|---:|---|"]
+        lines = [
+            "| settings | stage | images/s | vs current | spread | peak MiB | compile s | status |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
         for r in self.rows():
             paired = f" (paired: {r['paired_gain']:.2f}x)" if math.isfinite(r["paired_gain"]) else ""
             lines.append(
@@ -730,26 +806,38 @@ class TuneResult:
 
     def __str__(self) -> str:
         how = ", measured in pairs" if self.chosen != self.current and self._paired_only() else ""
-        head = (f"tune(): chose {self.chosen.label()} ({self.speedup:.2f}x the images/s of the current "
-                f"{self.current.label()}{how}); tuning took {self.tuning_s:.0f} s")
+        head = (
+            f"tune(): chose {self.chosen.label()} ({self.speedup:.2f}x the images/s of the current "
+            f"{self.current.label()}{how}); tuning took {self.tuning_s:.0f} s"
+        )
         return "\n".join([head, "", self.table(), ""] + [f"- {r}" for r in self.reasons + self.notes])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the settings, the table rows, the decisions and the context."""
+
         def clean(v: Any) -> Any:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
         return {
-            "current": asdict(self.current), "chosen": asdict(self.chosen),
-            "recipe_kwargs": self.recipe_kwargs(), "speedup": clean(self.speedup),
+            "current": asdict(self.current),
+            "chosen": asdict(self.chosen),
+            "recipe_kwargs": self.recipe_kwargs(),
+            "speedup": clean(self.speedup),
             "rows": [{k: clean(v) for k, v in r.items()} for r in self.rows()],
             "measurements": [
-                {**asdict(m), "window_images_per_s": list(m.window_images_per_s),
-                 **{k: clean(getattr(m, k)) for k in ("warmup_s", "compile_s", "peak_memory_mb", "data_wait")}}
+                {
+                    **asdict(m),
+                    "window_images_per_s": list(m.window_images_per_s),
+                    **{k: clean(getattr(m, k)) for k in ("warmup_s", "compile_s", "peak_memory_mb", "data_wait")},
+                }
                 for m in self.measurements
             ],
-            "reasons": self.reasons, "notes": self.notes, "planned_steps": self.planned_steps,
-            "batch_size": self.batch_size, "tuning_s": clean(self.tuning_s), "machine": self.machine,
+            "reasons": self.reasons,
+            "notes": self.notes,
+            "planned_steps": self.planned_steps,
+            "batch_size": self.batch_size,
+            "tuning_s": clean(self.tuning_s),
+            "machine": self.machine,
         }
 
     def to_json(self, **kwargs: Any) -> str:

@@ -18,8 +18,9 @@ from lightning_efficient import EfficiencyReport
 class TinyNet(pl.LightningModule):
     def __init__(self):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(8, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -30,16 +31,25 @@ class TinyNet(pl.LightningModule):
 
     def train_dataloader(self):
         g = torch.Generator().manual_seed(0)
-        return DataLoader(TensorDataset(torch.randn(64, 3, 8, 8, generator=g), torch.randint(0, 2, (64,), generator=g)),
-                          batch_size=8)
+        return DataLoader(
+            TensorDataset(torch.randn(64, 3, 8, 8, generator=g), torch.randint(0, 2, (64,), generator=g)), batch_size=8
+        )
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     report = EfficiencyReport(skip_first=1)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=2, strategy="ddp", logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[report])
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[report],
+    )
     trainer.fit(TinyNet())
     if trainer.is_global_zero:
         summary = report.summary()

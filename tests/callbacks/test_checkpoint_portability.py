@@ -26,8 +26,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:The dirpath has changed")
 class Net(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(4, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+        )
         self.seen: list[torch.Tensor] = []
 
     def training_step(self, batch, batch_idx):
@@ -42,8 +43,9 @@ class Net(pl.LightningModule):
 
 def _loader() -> DataLoader:
     g = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randint(0, 256, (16, 3, 8, 8), dtype=torch.uint8, generator=g),
-                         torch.randint(0, 2, (16,), generator=g))
+    data = TensorDataset(
+        torch.randint(0, 256, (16, 3, 8, 8), dtype=torch.uint8, generator=g), torch.randint(0, 2, (16,), generator=g)
+    )
     return DataLoader(data, batch_size=4)
 
 
@@ -65,8 +67,9 @@ def _fit(kind: str, epochs: int, tmp_path: Path, ckpt: Path | None = None) -> tu
 
 
 @pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`")
-@pytest.mark.parametrize(("first", "second"), [("augment", "plain"), ("plain", "augment"), ("recipe", "plain"),
-                                               ("plain", "recipe")])
+@pytest.mark.parametrize(
+    ("first", "second"), [("augment", "plain"), ("plain", "augment"), ("recipe", "plain"), ("plain", "recipe")]
+)
 def test_resume_with_and_without_the_callbacks(first: str, second: str, tmp_path: Path) -> None:
     pl.seed_everything(0)
     _, trainer = _fit(first, 1, tmp_path)

@@ -23,8 +23,9 @@ from lightning_efficient.functional.efficiency import RunFacts, StepTimer, check
 class TinyNet(pl.LightningModule):
     def __init__(self, width: int = 8) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                                 nn.Flatten(), nn.Linear(width, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 2)
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -49,9 +50,17 @@ class SlowDataset(Dataset):
 
 
 def _fit(model, loader, report, callbacks_extra=(), **kw):
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[*callbacks_extra, report],
-                         **kw)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[*callbacks_extra, report],
+        **kw,
+    )
     trainer.fit(model, loader)
     return trainer
 
@@ -87,9 +96,16 @@ def test_metrics_reach_the_logger(tmp_path):
     report = le.EfficiencyReport(log_every_n_steps=2, skip_first=0, verbose=False)
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 2, (32,)))
     logger = pl.loggers.CSVLogger(tmp_path)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=logger, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[report],
-                         log_every_n_steps=2)  # Lightning warns when its interval exceeds the 8 batches
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[report],
+        log_every_n_steps=2,
+    )  # Lightning warns when its interval exceeds the 8 batches
     trainer.fit(TinyNet(), DataLoader(data, batch_size=4))
     text = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
     for name in ("efficiency/images_per_s", "efficiency/data_wait_share", "efficiency/step_time_s"):
@@ -109,10 +125,22 @@ def test_step_timer_skips_warmup_and_computes_shares():
     assert verdict(0.25) == "data-bound" and verdict(0.24) == "compute-bound"
 
 
-BASE = dict(precision="bf16-mixed", recommended_precision="bf16-mixed", accelerator="cpu",
-            model_channels_last=1.0, inputs_channels_last=True, lr_per_step=True, device_augmentation=True,
-            num_workers=2, cpu_cores=2, pin_memory=True, persistent_workers=True, pillow_simd=True,
-            decodes_images=True, epochs=3)
+BASE = dict(
+    precision="bf16-mixed",
+    recommended_precision="bf16-mixed",
+    accelerator="cpu",
+    model_channels_last=1.0,
+    inputs_channels_last=True,
+    lr_per_step=True,
+    device_augmentation=True,
+    num_workers=2,
+    cpu_cores=2,
+    pin_memory=True,
+    persistent_workers=True,
+    pillow_simd=True,
+    decodes_images=True,
+    epochs=3,
+)
 
 
 def _check(facts: RunFacts, practice: str, share: float = 0.05):
@@ -126,8 +154,11 @@ def _check(facts: RunFacts, practice: str, share: float = 0.05):
         ("model channels_last", dict(model_channels_last=0.0), "ChannelsLast()"),
         ("inputs channels_last", dict(inputs_channels_last=False), "ChannelsLast()"),
         ("LR stepped per optimizer step", dict(lr_per_step=False), "StepwiseLR()"),
-        ("augmentation on the device", dict(device_augmentation=False, cpu_augmentation=("TrivialAugmentWide",)),
-         "GPUAugmentation"),
+        (
+            "augmentation on the device",
+            dict(device_augmentation=False, cpu_augmentation=("TrivialAugmentWide",)),
+            "GPUAugmentation",
+        ),
         ("DataLoader workers", dict(num_workers=0), "num_workers=2"),
         ("persistent_workers", dict(persistent_workers=False), "persistent_workers=True"),
         ("Pillow-SIMD", dict(pillow_simd=False), "pillow-simd"),
@@ -149,8 +180,15 @@ def test_pin_memory_only_checked_on_cuda():
 
 
 def test_data_wait_line_recommends_the_right_fix():
-    facts = RunFacts(**{**BASE, "device_augmentation": False, "cpu_augmentation": ("TrivialAugmentWide",),
-                        "num_workers": 1, "cpu_cores": 6})
+    facts = RunFacts(
+        **{
+            **BASE,
+            "device_augmentation": False,
+            "cpu_augmentation": ("TrivialAugmentWide",),
+            "num_workers": 1,
+            "cpu_cores": 6,
+        }
+    )
     line = checklist(facts, 0.62)[0]
     assert line.ok is False
     assert line.detail.startswith("62% of step time is spent waiting for data")
@@ -160,8 +198,14 @@ def test_data_wait_line_recommends_the_right_fix():
 
 def test_report_sees_recipe_practices(capsys):
     data = TensorDataset(torch.randn(32, 3, 16, 16), torch.randint(0, 2, (32,)))
-    kw = le.recipe(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                   enable_progress_bar=False, enable_model_summary=False)
+    kw = le.recipe(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     report = next(c for c in kw["callbacks"] if isinstance(c, le.EfficiencyReport))
     pl.Trainer(**kw).fit(TinyNet(), DataLoader(data, batch_size=8))
     checks = {c.practice: c for c in report.checks}
@@ -181,8 +225,9 @@ def test_ddp_two_processes_print_one_report(tmp_path):
     """DDP (2 CPU processes, gloo, strategy="ddp" in a subprocess): figures gathered, report printed once."""
     script = Path(__file__).with_name("ddp_report_script.py")
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    result = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
-                            timeout=240, env=env)
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=240, env=env
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("Efficiency report:") == 1, result.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -203,8 +248,9 @@ def test_cuda_event_code_path_on_cpu_gives_the_same_verdicts():
 
 def test_on_device_transforms_are_timed_through_the_pipeline_clock():
     g = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randint(0, 256, (32, 3, 32, 32), dtype=torch.uint8, generator=g),
-                         torch.randint(0, 2, (32,), generator=g))
+    data = TensorDataset(
+        torch.randint(0, 256, (32, 3, 32, 32), dtype=torch.uint8, generator=g), torch.randint(0, 2, (32,), generator=g)
+    )
     report = le.EfficiencyReport(skip_first=1, verbose=False)
     _fit(TinyNet(), DataLoader(data, batch_size=8), report, callbacks_extra=[le.GPUAugmentation("trivial_augment")])
     s = report.summary()

@@ -193,8 +193,9 @@ def test_datamodule_override_and_dict_batches_with_masks():
 def _run_seeded(seed: int) -> list[torch.Tensor]:
     pl.seed_everything(seed, verbose=False)
     model = Recorder()
-    _trainer(GPUAugmentation("rand_augment", num_ops=2, magnitude=15), num_sanity_val_steps=0,
-             limit_val_batches=0).fit(model)
+    _trainer(GPUAugmentation("rand_augment", num_ops=2, magnitude=15), num_sanity_val_steps=0, limit_val_batches=0).fit(
+        model
+    )
     return [x for x, _, _ in model.train_batches]
 
 
@@ -234,8 +235,13 @@ def test_rank_offsets_the_seed():
 
 def test_true_half_precision_output_dtype():
     model = Recorder()
-    _trainer(GPUAugmentation("cifar", mean=IMAGENET_MEAN, std=IMAGENET_STD), precision="bf16-true",
-             num_sanity_val_steps=0, limit_train_batches=1, limit_val_batches=1).fit(model)
+    _trainer(
+        GPUAugmentation("cifar", mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        precision="bf16-true",
+        num_sanity_val_steps=0,
+        limit_train_batches=1,
+        limit_val_batches=1,
+    ).fit(model)
     assert model.train_batches[0][0].dtype == torch.bfloat16
     assert model.val_batches[0][0].dtype == torch.bfloat16
 
@@ -265,8 +271,11 @@ def test_unknown_precision_plugin_warns_instead_of_a_silent_float32():
         def convert_input(self, data):
             return data.long()
 
-    for plugin, match in [(Forgetful(), "'bf16-true' but its convert_input leaves float32"),
-                          (Broken(), "raised RuntimeError: no inputs today"), (Integer(), "torch.int64")]:
+    for plugin, match in [
+        (Forgetful(), "'bf16-true' but its convert_input leaves float32"),
+        (Broken(), "raised RuntimeError: no inputs today"),
+        (Integer(), "torch.int64"),
+    ]:
         with pytest.warns(UserWarning, match=match) as record:
             assert precision_input_dtype(plugin) == torch.float32
         assert type(plugin).__name__ in str(record[0].message) and "Fix:" in str(record[0].message)
@@ -274,8 +283,13 @@ def test_unknown_precision_plugin_warns_instead_of_a_silent_float32():
 
 def test_64_true_batches_are_float64():
     model = Recorder()
-    _trainer(GPUAugmentation("cifar", seed=0), precision="64-true", num_sanity_val_steps=0, limit_train_batches=1,
-             limit_val_batches=1).fit(model)
+    _trainer(
+        GPUAugmentation("cifar", seed=0),
+        precision="64-true",
+        num_sanity_val_steps=0,
+        limit_train_batches=1,
+        limit_val_batches=1,
+    ).fit(model)
     assert model.train_batches[0][0].dtype == torch.float64 and model.val_batches[0][0].dtype == torch.float64
 
 
@@ -363,15 +377,26 @@ class _ImageLogger(Logger):
 def test_log_images_grid_once_and_skip_for_csv(tmp_path, caplog):
     logger = _ImageLogger()
     model = Recorder()
-    _trainer(GPUAugmentation("cifar", log_images=True, mean=IMAGENET_MEAN, std=IMAGENET_STD),
-             logger=logger, num_sanity_val_steps=0, limit_val_batches=0, log_every_n_steps=1).fit(model)
+    _trainer(
+        GPUAugmentation("cifar", log_images=True, mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        logger=logger,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        log_every_n_steps=1,
+    ).fit(model)
     assert len(logger.images) == 1
     tag, img, step = logger.images[0]
     assert tag == "gpu_augmentation/train_batch" and img.dtype == torch.uint8 and step == 0
     assert img.shape == (3, SIZE + 4, 5 * (SIZE + 2) + 2)  # 5 images in one row of make_grid
     with caplog.at_level(logging.INFO):
-        _trainer(GPUAugmentation("cifar", log_images=True), logger=CSVLogger(tmp_path), num_sanity_val_steps=0,
-                 limit_val_batches=0, limit_train_batches=1, log_every_n_steps=1).fit(Recorder())
+        _trainer(
+            GPUAugmentation("cifar", log_images=True),
+            logger=CSVLogger(tmp_path),
+            num_sanity_val_steps=0,
+            limit_val_batches=0,
+            limit_train_batches=1,
+            log_every_n_steps=1,
+        ).fit(Recorder())
     assert "cannot log images" in caplog.text
 
 
@@ -402,8 +427,9 @@ def test_ddp_ranks_draw_different_augmentations(tmp_path):
     """DDP (ddp_spawn, 2 CPU processes, gloo): identical inputs on both ranks come out differently augmented."""
     pl.seed_everything(0, verbose=False)
     model = SaveBatches(str(tmp_path))
-    trainer = _trainer(GPUAugmentation("trivial_augment"), devices=2, strategy="ddp_spawn",
-                       num_sanity_val_steps=0, limit_val_batches=0)
+    trainer = _trainer(
+        GPUAugmentation("trivial_augment"), devices=2, strategy="ddp_spawn", num_sanity_val_steps=0, limit_val_batches=0
+    )
     trainer.fit(model)
     r0 = torch.load(tmp_path / "rank0_step0.pt")
     r1 = torch.load(tmp_path / "rank1_step0.pt")

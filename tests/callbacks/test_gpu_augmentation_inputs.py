@@ -89,8 +89,9 @@ def test_float_input_outside_unit_range_gets_one_warning_naming_the_fix(given, s
     make, bad = INPUTS[given]
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        pl.Trainer(max_epochs=1, callbacks=[GPUAugmentation(seed=0, **SETTINGS[setting])], num_sanity_val_steps=1,
-                   **TRAINER_KW).fit(Model(make()))  # 1 sanity + 3 training + 3 validation batches
+        pl.Trainer(
+            max_epochs=1, callbacks=[GPUAugmentation(seed=0, **SETTINGS[setting])], num_sanity_val_steps=1, **TRAINER_KW
+        ).fit(Model(make()))  # 1 sanity + 3 training + 3 validation batches
     messages = _range_warnings(record)
     assert len(messages) == (1 if bad else 0), messages
     if bad:
@@ -151,8 +152,9 @@ def test_each_fit_checks_its_first_batch_again():
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for _ in range(2):
-            pl.Trainer(max_epochs=1, callbacks=[cb], num_sanity_val_steps=0, limit_val_batches=0,
-                       **TRAINER_KW).fit(Model(INPUTS["noise"][0]()))
+            pl.Trainer(max_epochs=1, callbacks=[cb], num_sanity_val_steps=0, limit_val_batches=0, **TRAINER_KW).fit(
+                Model(INPUTS["noise"][0]())
+            )
     assert len(_range_warnings(record)) == 2
 
 

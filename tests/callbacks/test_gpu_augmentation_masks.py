@@ -89,8 +89,12 @@ AUGMENTATIONS = {"kornia": _kornia_sequential, "float_answer": lambda: _float_an
 def test_the_reported_batch_keeps_its_mask_shape_in_training():
     """The report, as given: Kornia sequential, uint8 [2, 3, 8, 8] images, int64 [2, 8, 8] masks, mask_key=1."""
     model = Segmenter(torch.int64, "BHW")
-    pl.Trainer(max_epochs=1, callbacks=[GPUAugmentation(_kornia_sequential(), mask_key=1, seed=0)],
-               num_sanity_val_steps=0, **TRAINER_KW).fit(model)  # crashed in cross_entropy before
+    pl.Trainer(
+        max_epochs=1,
+        callbacks=[GPUAugmentation(_kornia_sequential(), mask_key=1, seed=0)],
+        num_sanity_val_steps=0,
+        **TRAINER_KW,
+    ).fit(model)  # crashed in cross_entropy before
     assert model.seen["train"] == [((2, SIZE, SIZE), torch.int64)] * 2
     assert model.seen["val"] == [((2, SIZE, SIZE), torch.int64)] * 2
 

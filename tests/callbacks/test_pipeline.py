@@ -248,8 +248,9 @@ def test_decode_augment_layout_chain_in_trainer_fit(tmp_path, augment):
     augmentation = GPUAugmentation("cifar" if augment else None, seed=0)
     decode = GPUDecode()
     # Listed in reverse: the pipeline decides the order, not the callbacks list.
-    trainer = pl.Trainer(max_steps=2, limit_val_batches=0, callbacks=[ChannelsLast(), augmentation, decode],
-                         **TRAINER_KW)
+    trainer = pl.Trainer(
+        max_steps=2, limit_val_batches=0, callbacks=[ChannelsLast(), augmentation, decode], **TRAINER_KW
+    )
     trainer.fit(model, loader)
 
     assert model.stage_order == ["gpu_decode", "gpu_augmentation", "channels_last"]

@@ -33,9 +33,7 @@ def trainer_kwargs(**overrides):
 def make_optimizer(module: nn.Module | None = None, lrs=LRS):
     if module is None:
         module = nn.Linear(3, 1)
-    return torch.optim.SGD(
-        [{"params": [module.weight], "lr": lrs[0]}, {"params": [module.bias], "lr": lrs[1]}], lr=1.0
-    )
+    return torch.optim.SGD([{"params": [module.weight], "lr": lrs[0]}, {"params": [module.bias], "lr": lrs[1]}], lr=1.0)
 
 
 class Net(pl.LightningModule):

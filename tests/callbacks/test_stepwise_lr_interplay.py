@@ -159,15 +159,16 @@ def test_param_group_rebased_by_someone_else_follows_the_schedule_from_there():
     fit(plain, callbacks=[Rebase()], max_epochs=3)
     fit(ours, callbacks=[Rebase(), StepwiseLR()], max_epochs=3)
     assert_lrs(ours.used_lrs[::4], plain.used_lrs[::4])
-    assert ours.used_lrs[5][0] == pytest.approx(0.4 / 10 * 0.5 ** 1.25, rel=1e-9)
-    assert ours.used_lrs[5][1] == pytest.approx(0.1 * 0.5 ** 1.25, rel=1e-9)
+    assert ours.used_lrs[5][0] == pytest.approx(0.4 / 10 * 0.5**1.25, rel=1e-9)
+    assert ours.used_lrs[5][1] == pytest.approx(0.1 * 0.5**1.25, rel=1e-9)
 
 
 # ------------------------------------------------------------------------- 15. LR read per epoch by monitors
 
 
-@pytest.mark.parametrize("make", [lambda o: L.StepLR(o, 1, 0.5), lambda o: L.ExponentialLR(o, 0.5)],
-                         ids=["StepLR", "ExponentialLR"])
+@pytest.mark.parametrize(
+    "make", [lambda o: L.StepLR(o, 1, 0.5), lambda o: L.ExponentialLR(o, 0.5)], ids=["StepLR", "ExponentialLR"]
+)
 @pytest.mark.parametrize("stepwise_first", [True, False])
 def test_early_stopping_on_the_lr_logged_by_learning_rate_monitor(tmp_path, make, stepwise_first):
     def run(stepwise):

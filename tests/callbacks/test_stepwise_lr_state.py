@@ -70,8 +70,9 @@ def run(family, stepwise, tmp_path=None, ckpt_path=None, max_epochs=EPOCHS):
     model = Recorder(family)
     callbacks = [StepwiseLR(verbose=False)] if stepwise else []
     if tmp_path is not None:  # checkpoints at every epoch end and after optimizer step 4 (mid epoch 1)
-        callbacks.append(ModelCheckpoint(tmp_path / "epoch", save_on_train_epoch_end=True, save_top_k=-1,
-                                         filename="{epoch}"))
+        callbacks.append(
+            ModelCheckpoint(tmp_path / "epoch", save_on_train_epoch_end=True, save_top_k=-1, filename="{epoch}")
+        )
         callbacks.append(ModelCheckpoint(tmp_path / "mid", every_n_train_steps=4, save_top_k=-1, filename="{step}"))
     kwargs = trainer_kwargs(max_epochs=max_epochs, enable_checkpointing=tmp_path is not None)
     trainer = pl.Trainer(callbacks=callbacks, **kwargs)

@@ -47,8 +47,9 @@ def _encoded_batch(root: Path, size: int = 32) -> EncodedImages:
 class TinyNet(pl.LightningModule):
     def __init__(self, steps_per_epoch: int = 4, epochs: int = 3) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(8, 2))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
+        )
         self.epochs = epochs
         self.lrs: list[float] = []
         self.seen: list[tuple[torch.dtype, bool, str]] = []
@@ -65,9 +66,18 @@ class TinyNet(pl.LightningModule):
 
 
 def _trainer(precision: str, callbacks: list, epochs: int = 3) -> pl.Trainer:
-    return pl.Trainer(accelerator="gpu", devices=1, precision=precision, max_epochs=epochs, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      num_sanity_val_steps=0, callbacks=callbacks)
+    return pl.Trainer(
+        accelerator="gpu",
+        devices=1,
+        precision=precision,
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+    )
 
 
 def test_decode_augment_channels_last_on_cuda_equals_the_cpu_result(tmp_path: Path) -> None:
@@ -89,8 +99,11 @@ def test_the_whole_chain_in_a_fit_delivers_channels_last_float_batches_on_cuda(t
     dataset = le.FastImageFolder(_jpeg_folder(tmp_path), 32, backend="nvjpeg")
     loader = DataLoader(dataset, batch_size=4, collate_fn=le.uint8_collate, pin_memory=True)
     model = TinyNet()
-    callbacks = [le.GPUDecode(), le.GPUAugmentation("trivial_augment", mean=le.IMAGENET_MEAN, std=le.IMAGENET_STD),
-                 le.ChannelsLast()]
+    callbacks = [
+        le.GPUDecode(),
+        le.GPUAugmentation("trivial_augment", mean=le.IMAGENET_MEAN, std=le.IMAGENET_STD),
+        le.ChannelsLast(),
+    ]
     _trainer("bf16-mixed", callbacks, epochs=1).fit(model, loader)
     assert model.seen and all(s == (torch.float32, True, "cuda") for s in model.seen)
 
@@ -138,8 +151,10 @@ def test_pinned_memory_and_non_blocking_transfer_with_uint8_collate(tmp_path: Pa
 
 def test_our_batch_hooks_do_not_synchronise_host_and_device() -> None:
     model = TinyNet().to(CUDA)
-    batch = (torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8, device=CUDA),
-             torch.zeros(4, dtype=torch.long, device=CUDA))
+    batch = (
+        torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8, device=CUDA),
+        torch.zeros(4, dtype=torch.long, device=CUDA),
+    )
     aug = le.GPUAugmentation("trivial_augment", mean=le.IMAGENET_MEAN, std=le.IMAGENET_STD, seed=0)
     aug.process(batch, augment=True, dtype=torch.float32)  # warm-up: lazy CUDA initialisation may sync
     torch.cuda.synchronize()
@@ -155,8 +170,11 @@ def test_our_batch_hooks_do_not_synchronise_host_and_device() -> None:
 
 def test_efficiency_report_times_cuda_with_events_and_reports_cuda_memory() -> None:
     g = torch.Generator().manual_seed(0)
-    loader = DataLoader(TensorDataset(torch.randn(64, 3, 32, 32, generator=g), torch.randint(0, 2, (64,), generator=g)),
-                        batch_size=8, pin_memory=True)
+    loader = DataLoader(
+        TensorDataset(torch.randn(64, 3, 32, 32, generator=g), torch.randint(0, 2, (64,), generator=g)),
+        batch_size=8,
+        pin_memory=True,
+    )
     report = le.EfficiencyReport(verbose=False, skip_first=1)
     _trainer("bf16-mixed", [report, le.ChannelsLast()], epochs=1).fit(TinyNet(), loader)
     s = report.summary()

@@ -27,8 +27,14 @@ def test_old_import_paths_are_the_one_home():
 
 
 @settings(max_examples=60, deadline=None)
-@given(w=st.integers(1, 3000), h=st.integers(1, 3000), seed=st.integers(0, 2**31 - 1),
-       smin=st.floats(0.01, 1.0), rlo=st.floats(0.2, 1.0), rhi=st.floats(1.0, 5.0))
+@given(
+    w=st.integers(1, 3000),
+    h=st.integers(1, 3000),
+    seed=st.integers(0, 2**31 - 1),
+    smin=st.floats(0.01, 1.0),
+    rlo=st.floats(0.2, 1.0),
+    rhi=st.floats(1.0, 5.0),
+)
 def test_random_resized_crop_window_is_torchvision(w, h, seed, smin, rlo, rhi):
     torch.manual_seed(seed)
     ours = crop.random_resized_crop_window(w, h, (smin, 1.0), (rlo, rhi))
@@ -82,6 +88,8 @@ def test_is_pillow_simd_reads_the_distribution(monkeypatch):
     monkeypatch.setattr(flavour, "_installed_distributions", lambda: (f"Pillow-SIMD=={PIL.__version__}",))
     assert is_pillow_simd() and flavour.pil_flavour() == f"Pillow-SIMD {PIL.__version__}"
     # both installed with the imported version: the metadata cannot tell, the '.post' suffix decides
-    monkeypatch.setattr(flavour, "_installed_distributions", lambda: ("Pillow-SIMD==9.5.0.post2", "Pillow==9.5.0.post2"))
+    monkeypatch.setattr(
+        flavour, "_installed_distributions", lambda: ("Pillow-SIMD==9.5.0.post2", "Pillow==9.5.0.post2")
+    )
     monkeypatch.setattr(PIL, "__version__", "9.5.0.post2")
     assert flavour.pil_distribution() is None and is_pillow_simd()

@@ -171,8 +171,13 @@ def test_gpudecode_callback_in_a_trainer_on_cpu():
     model = _Tiny()
     callback = GPUDecode()
     trainer = pl.Trainer(
-        accelerator="cpu", max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[callback],
+        accelerator="cpu",
+        max_steps=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[callback],
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -178,9 +178,7 @@ def test_train_crop_reproducible_and_same_window_as_torchvision():
 
 def test_transform_and_target_transform_honoured():
     root = _data("hymenoptera", "val")
-    ds = FastImageFolder(
-        root, 32, train=False, transform=lambda x: x.flip(-1), target_transform=lambda t: f"class{t}"
-    )
+    ds = FastImageFolder(root, 32, train=False, transform=lambda x: x.flip(-1), target_transform=lambda t: f"class{t}")
     plain = FastImageFolder(root, 32, train=False)
     image, target = ds[0]
     assert target == f"class{plain.targets[0]}"
@@ -639,8 +637,14 @@ def test_root_errors_name_path_and_fix(tmp_path):
 
 @pytest.mark.parametrize(
     "classes",
-    [("train", "val"), ("train", "test"), ("Train", "Valid"), ("training", "validation", "testing"), ("val",),
-     ("train", "val", "test")],
+    [
+        ("train", "val"),
+        ("train", "test"),
+        ("Train", "Valid"),
+        ("training", "validation", "testing"),
+        ("val",),
+        ("train", "val", "test"),
+    ],
 )
 def test_split_folders_as_classes_warn_naming_the_split(tmp_path, classes):
     root = _make_class_tree(tmp_path / "dataset", {f"{c}/x/{i}.png": _solid("RGB") for i, c in enumerate(classes)})

@@ -44,8 +44,16 @@ def _same(a: list, b: list) -> None:
 
 def test_with_num_workers_keeps_everything_but_the_workers():
     g = torch.Generator()
-    loader = DataLoader(_dataset(), batch_size=4, shuffle=True, drop_last=True, collate_fn=_collate, generator=g,
-                        worker_init_fn=_init_worker, timeout=7.0)
+    loader = DataLoader(
+        _dataset(),
+        batch_size=4,
+        shuffle=True,
+        drop_last=True,
+        collate_fn=_collate,
+        generator=g,
+        worker_init_fn=_init_worker,
+        timeout=7.0,
+    )
     for n in (0, 1, 2):
         new = with_num_workers(loader, n)
         assert new is not loader and new.num_workers == n

@@ -15,6 +15,7 @@ from lightning_efficient.functional import augment as A
 from lightning_efficient.functional.augment import OPS, PolicyParams
 from lightning_efficient.functional.augment.policy_sampling import trivial_augment_space
 
+
 @pytest.fixture(scope="module")
 def real_image(imagenette: Path) -> torch.Tensor:
     """One imagenette JPEG as ``uint8 [1, 3, 224, 224]``."""
@@ -42,11 +43,25 @@ def _torchvision(op: str, m: float, x: torch.Tensor, x_uint8: torch.Tensor) -> t
     """torchvision v2's TrivialAugmentWide `_apply_image_or_video_transform` calls, on the float image."""
     nearest = F.InterpolationMode.NEAREST
     if op == "ShearX":
-        return F.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[math.degrees(math.atan(m)), 0.0],
-                        interpolation=nearest, center=[0, 0])
+        return F.affine(
+            x,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[math.degrees(math.atan(m)), 0.0],
+            interpolation=nearest,
+            center=[0, 0],
+        )
     if op == "ShearY":
-        return F.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[0.0, math.degrees(math.atan(m))],
-                        interpolation=nearest, center=[0, 0])
+        return F.affine(
+            x,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[0.0, math.degrees(math.atan(m))],
+            interpolation=nearest,
+            center=[0, 0],
+        )
     if op == "TranslateX":
         return F.affine(x, angle=0.0, translate=[int(m), 0], scale=1.0, shear=[0.0, 0.0], interpolation=nearest)
     if op == "TranslateY":
@@ -312,8 +327,9 @@ def test_custom_callable_and_module_are_frozen():
 
 
 def test_preview_grid():
-    grid = A.preview(_synthetic(6, c=1, h=16, w=16), "trivial_augment", nrow=3, padding=2,
-                     generator=torch.Generator().manual_seed(0))
+    grid = A.preview(
+        _synthetic(6, c=1, h=16, w=16), "trivial_augment", nrow=3, padding=2, generator=torch.Generator().manual_seed(0)
+    )
     assert grid.dtype == torch.uint8 and grid.shape == (3, 2 * 18 + 2, 3 * 18 + 2)
 
 
@@ -398,7 +414,6 @@ def test_colour_op_rejects_a_geometric_name():
         apply_colour_op("Rotate", torch.rand(2, 3, 4, 4), torch.zeros(2))
 
 
-
 # ------------------------------------------------------------------------------------------------------------
 # Issue #12, item 3: masks leave an augmentation with the shape and dtype they came in with, whatever augments
 # them (Kornia's AugmentationSequential returns [B, H, W] masks as [B, 1, H, W], kornia#4750).
@@ -432,8 +447,9 @@ def test_kornia_sequential_masks_come_back_in_their_shape_and_dtype(dtype, layou
     # a random affine warp (nearest for the images too): masks keep shape, dtype and labels, and stay aligned
     torch.manual_seed(0)
     affine = A.build_augmentation(
-        K.AugmentationSequential(K.RandomAffine(degrees=40, translate=(0.2, 0.2), resample="nearest", p=1.0),
-                                 data_keys=["input", "mask"])
+        K.AugmentationSequential(
+            K.RandomAffine(degrees=40, translate=(0.2, 0.2), resample="nearest", p=1.0), data_keys=["input", "mask"]
+        )
     )
     out, out_masks = affine(images, masks)
     assert out_masks.shape == masks.shape and out_masks.dtype == masks.dtype

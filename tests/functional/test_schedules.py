@@ -101,9 +101,7 @@ SCHEDULERS = {
     "CosineAnnealingLR": st.builds(
         lambda t, m: lambda o: L.CosineAnnealingLR(o, t, m), st.integers(1, 10), st.sampled_from([0.0, 1e-3, 0.05])
     ),
-    "PolynomialLR": st.builds(
-        lambda n, p: lambda o: L.PolynomialLR(o, n, p), st.integers(1, 10), st.floats(0.5, 3.0)
-    ),
+    "PolynomialLR": st.builds(lambda n, p: lambda o: L.PolynomialLR(o, n, p), st.integers(1, 10), st.floats(0.5, 3.0)),
     "CosineAnnealingWarmRestarts": st.builds(
         lambda t, m, e: lambda o: L.CosineAnnealingWarmRestarts(o, t, m, e),
         st.integers(1, 4),
@@ -128,8 +126,17 @@ def test_every_step_equals_pytorch(name):
 
 
 _CHILD = st.sampled_from(
-    ["StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR", "CosineAnnealingLR", "PolynomialLR",
-     "CosineAnnealingWarmRestarts", "LambdaLR"]
+    [
+        "StepLR",
+        "MultiStepLR",
+        "ConstantLR",
+        "LinearLR",
+        "ExponentialLR",
+        "CosineAnnealingLR",
+        "PolynomialLR",
+        "CosineAnnealingWarmRestarts",
+        "LambdaLR",
+    ]
 )
 
 
@@ -147,8 +154,18 @@ def test_sequential_lr_boundaries(data, steps, epochs):
 
 
 _CHAIN_CHILD = st.sampled_from(
-    ["StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR", "PolynomialLR", "MultiplicativeLR",
-     "CosineAnnealingLR", "LambdaLR", "CosineAnnealingWarmRestarts"]
+    [
+        "StepLR",
+        "MultiStepLR",
+        "ConstantLR",
+        "LinearLR",
+        "ExponentialLR",
+        "PolynomialLR",
+        "MultiplicativeLR",
+        "CosineAnnealingLR",
+        "LambdaLR",
+        "CosineAnnealingWarmRestarts",
+    ]
 )
 
 

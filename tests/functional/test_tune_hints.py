@@ -33,7 +33,9 @@ def test_each_questionable_setting_gets_a_hint_and_the_pointer(facts, share, exp
     [
         RunFacts(precision="32-true", model_channels_last=0.0, num_workers=1, **CPU),  # plain fp32 NCHW, compute-bound
         RunFacts(precision="bf16-mixed", accelerator="cpu", recommended_precision="bf16-mixed"),  # native bf16
-        RunFacts(precision="bf16-mixed", accelerator="cuda", recommended_precision="bf16-mixed", model_channels_last=1.0),
+        RunFacts(
+            precision="bf16-mixed", accelerator="cuda", recommended_precision="bf16-mixed", model_channels_last=1.0
+        ),
         RunFacts(precision="bf16-mixed", model_channels_last=1.0, tuned=True, **CPU),  # chosen by tune(): no hint
     ],
     ids=["plain", "native-bf16", "on-a-gpu", "tuned"],
@@ -64,8 +66,13 @@ def test_recipe_marks_its_report_as_tuned_only_with_a_tune_result():
 def test_settings_kept_by_tune_are_information_not_failures():
     from lightning_efficient.functional.efficiency import checklist
 
-    facts = dict(precision="32-true", accelerator="cpu", recommended_precision="bf16-mixed", model_channels_last=0.0,
-                 inputs_channels_last=False)
+    facts = dict(
+        precision="32-true",
+        accelerator="cpu",
+        recommended_precision="bf16-mixed",
+        model_channels_last=0.0,
+        inputs_channels_last=False,
+    )
     plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.0)}
     tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.0)}
     for name in ("mixed precision", "model channels_last", "inputs channels_last"):
@@ -76,11 +83,19 @@ def test_settings_kept_by_tune_are_information_not_failures():
 def test_a_data_bound_run_with_tuned_workers_is_not_told_to_raise_them():
     from lightning_efficient.functional.efficiency import checklist
 
-    facts = dict(precision="32-true", accelerator="cpu", recommended_precision="32-true", num_workers=0, cpu_cores=2,
-                 suggested_workers=1)
+    facts = dict(
+        precision="32-true",
+        accelerator="cpu",
+        recommended_precision="32-true",
+        num_workers=0,
+        cpu_cores=2,
+        suggested_workers=1,
+    )
     plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.8)}  # 80% of the step waiting for data
     tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.8)}
     assert plain["DataLoader workers"].ok is False and plain["DataLoader workers"].advice == "DataLoader(num_workers=1)"
     assert "raise num_workers to 1" in plain["input pipeline keeps up"].advice
-    assert tuned["DataLoader workers"].ok is None and "tune() measures num_workers" in tuned["DataLoader workers"].detail
+    assert (
+        tuned["DataLoader workers"].ok is None and "tune() measures num_workers" in tuned["DataLoader workers"].detail
+    )
     assert "raise num_workers" not in tuned["input pipeline keeps up"].advice

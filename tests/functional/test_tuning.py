@@ -49,8 +49,12 @@ class Bench:
     Every call is recorded in ``calls``.
     """
 
-    def __init__(self, speed: Callable[[Candidate, str], Optional[float]],
-                 noise: float | Callable[[Candidate, str], float] = 0.0, compile_s: float = math.nan) -> None:
+    def __init__(
+        self,
+        speed: Callable[[Candidate, str], Optional[float]],
+        noise: float | Callable[[Candidate, str], float] = 0.0,
+        compile_s: float = math.nan,
+    ) -> None:
         self.speed, self.noise, self.compile_s = speed, noise, compile_s
         self.calls: list[tuple[Candidate, str]] = []
 
@@ -60,9 +64,14 @@ class Bench:
         if rate is None:
             return Measurement(candidate, stage, error="RuntimeError: boom")
         n = self.noise(candidate, stage) if callable(self.noise) else self.noise
-        return Measurement(candidate, stage, window_images_per_s=(rate * (1 - n), rate, rate * (1 + n)),
-                           peak_memory_mb=100.0, warmup_s=0.5,
-                           compile_s=self.compile_s if candidate.compile else math.nan)
+        return Measurement(
+            candidate,
+            stage,
+            window_images_per_s=(rate * (1 - n), rate, rate * (1 + n)),
+            peak_memory_mb=100.0,
+            warmup_s=0.5,
+            compile_s=self.compile_s if candidate.compile else math.nan,
+        )
 
     @property
     def stages(self) -> list[str]:
@@ -99,10 +108,14 @@ class PairBench:
             return None
         ratios = self.ratios(stage)
         if ratios is None:
-            return (Measurement(new, f"{stage} (paired)", error="NotImplementedError: view on channels_last"),
-                    Measurement(old, f"{stage} (paired baseline)", skipped="not measured"))
-        return (_m([100.0 * r for r in ratios], new, f"{stage} (paired)", data_wait=0.0),
-                _m([100.0] * len(ratios), old, f"{stage} (paired baseline)", data_wait=0.0))
+            return (
+                Measurement(new, f"{stage} (paired)", error="NotImplementedError: view on channels_last"),
+                Measurement(old, f"{stage} (paired baseline)", skipped="not measured"),
+            )
+        return (
+            _m([100.0 * r for r in ratios], new, f"{stage} (paired)", data_wait=0.0),
+            _m([100.0] * len(ratios), old, f"{stage} (paired baseline)", data_wait=0.0),
+        )
 
 
 # ------------------------------------------------------------------------------------------------ paired windows
@@ -206,8 +219,10 @@ def test_search_keeps_channels_last_on_a_paired_gain_without_measuring_it_apart(
     assert chosen == CL and bench.stages == ["current"]  # the windows' 20% spread apart does not matter
     assert pairs.calls == [(CL, CURRENT, "channels_last")]
     assert [m.stage for m in table] == ["current", "channels_last (paired)", "channels_last (paired baseline)"]
-    assert reasons[0].startswith("channels_last=True: kept, 1.13x in 4 pairs of adjacent windows (pairs 1.10-1.15x; "
-                                 "one-sided 95% bounds: lower 1.")
+    assert reasons[0].startswith(
+        "channels_last=True: kept, 1.13x in 4 pairs of adjacent windows (pairs 1.10-1.15x; "
+        "one-sided 95% bounds: lower 1."
+    )
     result = TuneResult(current=CURRENT, chosen=chosen, measurements=table, reasons=reasons)
     assert result.speedup == pytest.approx(paired_gain(table[1], table[2]).gain)
 
@@ -216,20 +231,29 @@ def test_an_undecided_paired_gain_is_measured_in_pairs_again_and_decided_on_all_
     # First run: 1.30, 0.95, 1.25, 0.97 (undecided); second run: steady 1.15 -> pooled: kept.
     runs = {"channels_last": [1.30, 0.95, 1.25, 0.97], "channels_last, again": [1.15, 1.16, 1.14, 1.15]}
     pairs = PairBench(lambda s: runs[s])
-    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
-                                    measure_pair=pairs)
+    chosen, table, reasons = search(
+        CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0), measure_pair=pairs
+    )
     assert [s for _, _, s in pairs.calls] == ["channels_last", "channels_last, again"]
     assert chosen == CL and [m.stage for m in table[1:]] == [
-        "channels_last (paired)", "channels_last (paired baseline)", "channels_last, again (paired)",
-        "channels_last, again (paired baseline)"]
+        "channels_last (paired)",
+        "channels_last (paired baseline)",
+        "channels_last, again (paired)",
+        "channels_last, again (paired baseline)",
+    ]
     assert "against 32-true, undecided, so measured in pairs again: " in reasons[0]
     assert reasons[0].endswith("over both runs.") and "in 8 pairs" in reasons[0]
     result = TuneResult(current=CURRENT, chosen=chosen, measurements=table, reasons=reasons)
     assert str(result).startswith("tune(): chose 32-true, channels_last (1.1")
     assert "the current 32-true, measured in pairs)" in str(result).splitlines()[0]
     # The same without a second run: the simpler settings stay.
-    chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
-                                measure_pair=PairBench(lambda s: runs[s]), remeasure=False)
+    chosen, _, reasons = search(
+        CURRENT,
+        {"channels_last": [False, True]},
+        Bench(lambda c, s: 100.0),
+        measure_pair=PairBench(lambda s: runs[s]),
+        remeasure=False,
+    )
     assert chosen == CURRENT and reasons[0].endswith("a gain not shown beyond the noise.")
 
 
@@ -237,19 +261,25 @@ def test_no_gain_measured_too_noisily_to_rule_one_out_is_measured_again():
     # 1.00x, but pairs from 0.90x to 1.10x: the upper bound allows a gain that counts -> a second run.
     runs = {"channels_last": [0.90, 1.10, 0.95, 1.05], "channels_last, again": [1.0, 1.01, 0.99, 1.0]}
     pairs = PairBench(lambda s: runs[s])
-    chosen, _, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
-                                measure_pair=pairs)
+    chosen, _, reasons = search(
+        CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0), measure_pair=pairs
+    )
     g = paired_gain(_m([100.0 * r for r in runs["channels_last"]], CL, "p"), _m([100.0] * 4, CURRENT, "p"))
     assert g.gain < 1.02 < g.upper and g.undecided
     assert len(pairs.calls) == 2 and chosen == CURRENT and reasons[0].endswith(": no gain above 2%.")
 
 
 def test_a_paired_fit_without_gain_or_that_fails_keeps_the_current_settings():
-    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
-                                    measure_pair=PairBench(lambda s: [1.0, 0.99, 1.01, 1.0]))
+    chosen, table, reasons = search(
+        CURRENT,
+        {"channels_last": [False, True]},
+        Bench(lambda c, s: 100.0),
+        measure_pair=PairBench(lambda s: [1.0, 0.99, 1.01, 1.0]),
+    )
     assert chosen == CURRENT and reasons[0].endswith(": no gain above 2%.")
-    chosen, table, reasons = search(CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0),
-                                    measure_pair=PairBench(lambda s: None))
+    chosen, table, reasons = search(
+        CURRENT, {"channels_last": [False, True]}, Bench(lambda c, s: 100.0), measure_pair=PairBench(lambda s: None)
+    )
     assert chosen == CURRENT and table[1].error and table[2].skipped
     assert reasons[0] == "channels_last=True: not chosen, it failed (NotImplementedError: view on channels_last)."
 
@@ -276,17 +306,24 @@ W0, W1 = Candidate(num_workers=0), Candidate(num_workers=1)
 def test_num_workers_is_measured_in_pairs_and_a_combination_is_confirmed_in_pairs():
     # Current: workers=1. channels_last gains 1.10x, workers=0 1.05x on top: both kept from pairs, then the
     # combination is measured in pairs against the current settings (no separate fit after "current").
-    runs = {"channels_last": [1.10, 1.11, 1.09, 1.10], "num_workers": [1.05, 1.06, 1.04, 1.05],
-            "confirm": [1.15, 1.16, 1.14, 1.16]}
+    runs = {
+        "channels_last": [1.10, 1.11, 1.09, 1.10],
+        "num_workers": [1.05, 1.06, 1.04, 1.05],
+        "confirm": [1.15, 1.16, 1.14, 1.16],
+    }
     pairs = PairBench(lambda s: runs[s])
     bench = Bench(lambda c, s: 100.0, noise=0.2)
     start = W1
-    chosen, table, reasons = search(start, {"channels_last": [False, True], "num_workers": [0, 1]}, bench,
-                                    measure_pair=pairs)
+    chosen, table, reasons = search(
+        start, {"channels_last": [False, True], "num_workers": [0, 1]}, bench, measure_pair=pairs
+    )
     both = Candidate(channels_last=True, num_workers=0)
     assert chosen == both and bench.stages == ["current"]
-    assert pairs.calls == [(replace(W1, channels_last=True), W1, "channels_last"),
-                           (both, replace(W1, channels_last=True), "num_workers"), (both, W1, "confirm")]
+    assert pairs.calls == [
+        (replace(W1, channels_last=True), W1, "channels_last"),
+        (both, replace(W1, channels_last=True), "num_workers"),
+        (both, W1, "confirm"),
+    ]
     assert reasons[2].startswith("confirmed: 32-true, channels_last, workers=0 is 1.15x in 4 pairs")
     result = TuneResult(current=start, chosen=chosen, measurements=table, reasons=reasons)
     assert result.speedup == pytest.approx(paired_gain(table[-2], table[-1]).gain)  # the confirming pairs
@@ -296,15 +333,20 @@ def test_num_workers_is_measured_in_pairs_and_a_combination_is_confirmed_in_pair
 def test_a_combination_not_confirmed_in_pairs_keeps_the_current_settings():
     runs = {"channels_last": [1.10] * 4, "num_workers": [1.05] * 4, "confirm": [1.0, 0.99, 1.01, 1.0]}
     pairs = PairBench(lambda s: runs[s])
-    chosen, table, reasons = search(W1, {"channels_last": [False, True], "num_workers": [0, 1]},
-                                    Bench(lambda c, s: 100.0), measure_pair=pairs)
+    chosen, table, reasons = search(
+        W1, {"channels_last": [False, True], "num_workers": [0, 1]}, Bench(lambda c, s: 100.0), measure_pair=pairs
+    )
     assert chosen == W1 and [s for _, _, s in pairs.calls][-1] == "confirm"
     assert reasons[2].startswith("not confirmed: 32-true, channels_last, workers=0 measured 1.00x in 4 pairs")
     assert reasons[2].endswith("no gain shown beyond the noise; keeping the current settings.")
     # A combination that includes a factor measured apart (precision) is confirmed in separate fits.
     bench = Bench(_separable({"precision": {"bf16-mixed": 1.5}}))
-    chosen, _, reasons = search(W1, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
-                                bench, measure_pair=PairBench(lambda s: [1.10] * 4))
+    chosen, _, reasons = search(
+        W1,
+        {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
+        bench,
+        measure_pair=PairBench(lambda s: [1.10] * 4),
+    )
     assert chosen == Candidate("bf16-mixed", True, num_workers=1) and bench.stages[-2:] == ["confirm", "confirm"]
 
 
@@ -314,8 +356,11 @@ def test_measurement_median_spread_and_ok():
     assert m.ok and m.images_per_s == 100.0 and m.spread == pytest.approx(0.2)
     assert _m([80.0, 120.0]).images_per_s == 100.0  # even count: mean of the middle two
     assert _m([42.0]).spread == 0.0
-    for bad in (_m([]), Measurement(CURRENT, "current", error="X: y"),
-                Measurement(CURRENT, "precision", skipped="emulated")):
+    for bad in (
+        _m([]),
+        Measurement(CURRENT, "current", error="X: y"),
+        Measurement(CURRENT, "precision", skipped="emulated"),
+    ):
         assert not bad.ok and math.isnan(bad.images_per_s) and math.isnan(bad.spread)
 
 
@@ -368,9 +413,11 @@ def test_a_gain_within_the_noise_does_not_beat(w, min_gain, fraction):
 
 @given(WINDOWS, st.sampled_from(["error", "skipped", "empty"]), GAINS)
 def test_failed_or_skipped_never_beat_nor_are_beaten(w, kind, min_gain):
-    bad = {"error": Measurement(CURRENT, "precision", error="RuntimeError: boom"),
-           "skipped": Measurement(CURRENT, "precision", skipped="emulated"),
-           "empty": Measurement(CURRENT, "precision")}[kind]
+    bad = {
+        "error": Measurement(CURRENT, "precision", error="RuntimeError: boom"),
+        "skipped": Measurement(CURRENT, "precision", skipped="emulated"),
+        "empty": Measurement(CURRENT, "precision"),
+    }[kind]
     for ok in (_m(w), _m([x * 1000 for x in w]), _m([x / 1000 for x in w])):
         assert not beats(bad, ok, min_gain) and not beats(ok, bad, min_gain)
     # ... even when the failed measurement carries windows.
@@ -391,16 +438,35 @@ def test_beats_uses_the_larger_of_min_gain_and_both_spreads():
 
 # ------------------------------------------------------------------------------------------------ search
 def test_search_picks_the_fastest_value_of_each_factor_and_confirms_the_combination():
-    speed = _separable({"precision": {"bf16-mixed": 1.5, "16-mixed": 1.2}, "channels_last": {True: 1.3},
-                        "num_workers": {0: 1.0, 1: 1.2, 2: 1.6, 3: 1.1}})
+    speed = _separable(
+        {
+            "precision": {"bf16-mixed": 1.5, "16-mixed": 1.2},
+            "channels_last": {True: 1.3},
+            "num_workers": {0: 1.0, 1: 1.2, 2: 1.6, 3: 1.1},
+        }
+    )
     bench = Bench(speed, noise=0.01)
-    options = {"precision": ["32-true", "bf16-mixed", "16-mixed"], "channels_last": [False, True],
-               "num_workers": [0, 1, 2, 3], "compile": [False, True]}
+    options = {
+        "precision": ["32-true", "bf16-mixed", "16-mixed"],
+        "channels_last": [False, True],
+        "num_workers": [0, 1, 2, 3],
+        "compile": [False, True],
+    }
     current = Candidate(num_workers=0)
     chosen, table, reasons = search(current, options, bench)
     assert chosen == Candidate("bf16-mixed", True, False, 2)
-    assert bench.stages == ["current", "precision", "precision", "channels_last", "num_workers", "num_workers",
-                            "num_workers", "compile", "confirm", "confirm"]
+    assert bench.stages == [
+        "current",
+        "precision",
+        "precision",
+        "channels_last",
+        "num_workers",
+        "num_workers",
+        "num_workers",
+        "compile",
+        "confirm",
+        "confirm",
+    ]
     assert [m.candidate for m in table[-2:]] == [current, chosen]  # the confirmation: current, then the choice
     assert [(c, s) for c, s in bench.calls] == [(m.candidate, m.stage) for m in table]
     assert any(r.startswith("confirmed:") for r in reasons)
@@ -412,8 +478,9 @@ def test_search_picks_the_fastest_value_of_each_factor_and_confirms_the_combinat
 def test_search_keeps_the_current_settings_when_gains_are_within_noise():
     # 1.5% faster with no noise: below MIN_GAIN.
     bench = Bench(_separable({"channels_last": {True: 1.015}, "precision": {"bf16-mixed": 1.01}}))
-    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"],
-                                              "channels_last": [False, True]}, bench)
+    chosen, table, reasons = search(
+        CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]}, bench
+    )
     assert chosen == CURRENT and "confirm" not in bench.stages
     assert reasons[-1] == "chosen: the current settings (32-true)."
     assert sum("a gain within the noise (2%)" in r for r in reasons) == 2
@@ -431,9 +498,12 @@ def test_an_undecided_gain_is_measured_again_in_reverse_order_and_kept_only_if_i
     steady = Bench(_separable({"channels_last": {True: 1.10}}), noise=0.1)
     chosen, table, reasons = search(CURRENT, options, steady)
     assert chosen == Candidate(channels_last=True)
-    assert steady.calls == [(CURRENT, "current"), (Candidate(channels_last=True), "channels_last"),
-                            (Candidate(channels_last=True), "channels_last, again"),
-                            (CURRENT, "channels_last, again (baseline)")]
+    assert steady.calls == [
+        (CURRENT, "current"),
+        (Candidate(channels_last=True), "channels_last"),
+        (Candidate(channels_last=True), "channels_last, again"),
+        (CURRENT, "channels_last, again (baseline)"),
+    ]
     assert [(m.candidate, m.stage) for m in table] == steady.calls
     assert "1.10x then 1.10x" in reasons[0] and "the second round showed a gain" in reasons[0]
     # A gain that the second round does not show (the first was the machine's noise) is not kept.
@@ -442,8 +512,10 @@ def test_an_undecided_gain_is_measured_again_in_reverse_order_and_kept_only_if_i
     assert chosen == CURRENT and len(table) == 4
     assert "then 1.00x when measured again" in reasons[0] and "no gain shown" in reasons[0]
     # A second round that fails keeps the current settings.
-    broken = Bench(lambda c, stage: None if stage.endswith("again") and c.channels_last else
-                   (110.0 if c.channels_last else 100.0), noise=0.1)
+    broken = Bench(
+        lambda c, stage: None if stage.endswith("again") and c.channels_last else (110.0 if c.channels_last else 100.0),
+        noise=0.1,
+    )
     chosen, _, reasons = search(CURRENT, options, broken)
     assert chosen == CURRENT and "the second round failed (RuntimeError: boom)" in reasons[0]
     # Gains within MIN_GAIN, slower values, and gains beyond the noise are never measured again.
@@ -455,6 +527,7 @@ def test_an_undecided_gain_is_measured_again_in_reverse_order_and_kept_only_if_i
 
 def test_a_measurement_too_noisy_to_decide_on_is_measured_again():
     options = {"channels_last": [False, True]}
+
     # Round 1: no gain, but windows spread by 40% (> NOISY_SPREAD); round 2, quieter (spread 10%): 1.10x. Kept
     # (pooled 1.07x: the median of 80, 100, 120, 104.5, 110, 115.5 over that of 80, 100, 120, 95, 100, 105).
     def speed(c: Candidate, stage: str) -> float:
@@ -492,8 +565,9 @@ def test_later_factors_are_compared_with_the_fresher_measurement_after_a_second_
         return machine * 100.0 * (1.06 if c.num_workers == 1 else 1.0)
 
     bench = Bench(speed, noise=0.1)
-    chosen, _, reasons = search(Candidate(num_workers=0), {"channels_last": [False, True], "num_workers": [0, 1]},
-                                bench)
+    chosen, _, reasons = search(
+        Candidate(num_workers=0), {"channels_last": [False, True], "num_workers": [0, 1]}, bench
+    )
     assert "not kept" in reasons[0]
     # Against the fresh baseline workers=1 is 1.06x within 20% noise, then again 1.06x: kept (against the stale
     # one it would have looked 0.95x).
@@ -503,8 +577,9 @@ def test_later_factors_are_compared_with_the_fresher_measurement_after_a_second_
 
 def test_search_never_picks_a_failing_candidate():
     bench = Bench(_separable({"precision": {"bf16-mixed": None, "16-mixed": 1.2}, "channels_last": {True: None}}))
-    chosen, table, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed", "16-mixed"],
-                                              "channels_last": [False, True]}, bench)
+    chosen, table, reasons = search(
+        CURRENT, {"precision": ["32-true", "bf16-mixed", "16-mixed"], "channels_last": [False, True]}, bench
+    )
     assert chosen == Candidate(precision="16-mixed")
     failed = [m for m in table if m.error]
     assert [m.candidate for m in failed] == [Candidate("bf16-mixed"), Candidate("16-mixed", True)]
@@ -534,8 +609,12 @@ def test_search_falls_back_to_the_current_settings_when_the_confirmation_fails()
     chosen, table, reasons = search(CURRENT, TWO_FACTORS, bench)
     assert chosen == CURRENT
     # No gain but not slower beyond the noise contradicts the rounds before: measured again, the combination first.
-    assert bench.calls[-4:] == [(CURRENT, "confirm"), (COMBINATION, "confirm"), (COMBINATION, "confirm, again"),
-                                (CURRENT, "confirm, again (baseline)")]
+    assert bench.calls[-4:] == [
+        (CURRENT, "confirm"),
+        (COMBINATION, "confirm"),
+        (COMBINATION, "confirm, again"),
+        (CURRENT, "confirm, again (baseline)"),
+    ]
     assert [(m.candidate, m.stage) for m in table] == bench.calls
     not_confirmed = [r for r in reasons if r.startswith("not confirmed:")]
     assert len(not_confirmed) == 1 and "1.00x" in not_confirmed[0]
@@ -548,8 +627,9 @@ def test_search_falls_back_to_the_current_settings_when_the_confirmation_fails()
 
 
 def test_a_confirmation_slower_beyond_the_noise_is_not_measured_again():
-    bench = Bench(lambda c, stage: (80.0 if c == COMBINATION else 100.0) if stage == "confirm" else _two_gains(c),
-                  noise=0.05)
+    bench = Bench(
+        lambda c, stage: (80.0 if c == COMBINATION else 100.0) if stage == "confirm" else _two_gains(c), noise=0.05
+    )
     chosen, _, reasons = search(CURRENT, TWO_FACTORS, bench)
     assert chosen == CURRENT and bench.stages[-2:] == ["confirm", "confirm"]
     assert "again" not in " ".join(bench.stages)
@@ -586,15 +666,17 @@ def test_search_falls_back_when_the_confirmation_of_the_combination_raises():
             return None
         return 100.0 * (1.3 if c.channels_last else 1.0) * (1.3 if c.precision == "bf16-mixed" else 1.0)
 
-    chosen, table, _ = search(CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
-                              Bench(speed))
+    chosen, table, _ = search(
+        CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]}, Bench(speed)
+    )
     assert chosen == CURRENT and table[-1].error
 
 
 def test_no_confirmation_when_only_one_factor_changed():
     bench = Bench(_separable({"channels_last": {True: 1.5}, "precision": {"bf16-mixed": 0.5}}))
-    chosen, _, reasons = search(CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]},
-                                bench)
+    chosen, _, reasons = search(
+        CURRENT, {"precision": ["32-true", "bf16-mixed"], "channels_last": [False, True]}, bench
+    )
     assert chosen == Candidate(channels_last=True) and "confirm" not in bench.stages
     assert reasons[-1] == "chosen: 32-true, channels_last (changed: channels_last)."
 
@@ -644,10 +726,18 @@ def test_compile_amortisation_applies_to_the_confirmation_too():
 def _search_case(draw):
     """Options of several sizes (the current value among them, anywhere), distinct clear multipliers per value,
     some values failing; the current values never fail."""
-    pools = {"precision": ["32-true", "bf16-mixed", "16-mixed", "64-true"], "channels_last": [False, True],
-             "num_workers": [0, 1, 2, 3, 4, 5], "compile": [False, True]}
-    current = Candidate(precision=draw(st.sampled_from(pools["precision"])), channels_last=draw(st.booleans()),
-                        compile=draw(st.booleans()), num_workers=draw(st.sampled_from(pools["num_workers"])))
+    pools = {
+        "precision": ["32-true", "bf16-mixed", "16-mixed", "64-true"],
+        "channels_last": [False, True],
+        "num_workers": [0, 1, 2, 3, 4, 5],
+        "compile": [False, True],
+    }
+    current = Candidate(
+        precision=draw(st.sampled_from(pools["precision"])),
+        channels_last=draw(st.booleans()),
+        compile=draw(st.booleans()),
+        num_workers=draw(st.sampled_from(pools["num_workers"])),
+    )
     options, multipliers = {}, {}
     for factor in FACTORS:
         now = getattr(current, factor)
@@ -690,8 +780,11 @@ def test_search_cost_is_linear_and_it_finds_the_best_value_of_each_factor(case):
 def test_search_cost_with_noise_only_gains(n_precisions, n_workers, cl):
     """Whatever is kept or not, each other value is measured once (current first in the options here)."""
     precisions = ["32-true", "bf16-mixed", "16-mixed", "64-true", "transformer-engine"][:n_precisions]
-    options = {"precision": precisions, "num_workers": list(range(n_workers)),
-               "channels_last": [False, True] if cl else [False]}
+    options = {
+        "precision": precisions,
+        "num_workers": list(range(n_workers)),
+        "channels_last": [False, True] if cl else [False],
+    }
     bench = Bench(lambda c, s: 100.0 + (c.num_workers or 0) * 0.1)  # all within MIN_GAIN
     chosen, _, _ = search(Candidate(num_workers=0), options, bench)
     assert chosen == Candidate(num_workers=0)
@@ -722,10 +815,24 @@ def test_result_rows_mark_the_last_measurement_of_the_choice_and_the_failures():
     r = _result()
     assert r.chosen == Candidate(channels_last=True, num_workers=2)
     rows = r.rows()
-    assert [row["stage"] for row in rows] == ["precision", "current", "channels_last", "num_workers", "num_workers",
-                                              "confirm", "confirm"]
+    assert [row["stage"] for row in rows] == [
+        "precision",
+        "current",
+        "channels_last",
+        "num_workers",
+        "num_workers",
+        "confirm",
+        "confirm",
+    ]
     assert [row["status"] for row in rows] == [
-        "skipped: bf16 is emulated on this CPU", "ok", "ok", "failed: RuntimeError: boom", "ok", "ok", "chosen"]
+        "skipped: bf16 is emulated on this CPU",
+        "ok",
+        "ok",
+        "failed: RuntimeError: boom",
+        "ok",
+        "ok",
+        "chosen",
+    ]
     assert rows[-1]["settings"] == "32-true, channels_last, workers=2"
     assert rows[1]["ratio"] == 1.0 and rows[2]["ratio"] == pytest.approx(1.5)
     assert rows[4]["ratio"] == pytest.approx(1.8)
@@ -743,8 +850,10 @@ def test_result_table_and_text():
     assert "| failed: RuntimeError: boom |" in lines[5]
     assert lines[-1].endswith("| chosen |")
     text = str(r)
-    assert text.startswith("tune(): chose 32-true, channels_last, workers=2 (1.80x the images/s of the current "
-                           "32-true, workers=0); tuning took 3 s")
+    assert text.startswith(
+        "tune(): chose 32-true, channels_last, workers=2 (1.80x the images/s of the current "
+        "32-true, workers=0); tuning took 3 s"
+    )
     assert r.table() in text and "- a note" in text and all(f"- {x}" in text for x in r.reasons)
 
 
@@ -764,8 +873,13 @@ def test_result_to_json_has_no_nan_and_round_trips():
     assert data["measurements"][3]["error"] == "RuntimeError: boom"
     assert data["measurements"][1]["window_images_per_s"] == pytest.approx([99.0, 100.0, 101.0])
     assert data["measurements"][0]["warmup_s"] is None
-    assert (data["planned_steps"], data["batch_size"], data["tuning_s"], data["machine"], data["notes"]) == \
-        (100, 8, 3.0, "cpu: test", ["a note"])
+    assert (data["planned_steps"], data["batch_size"], data["tuning_s"], data["machine"], data["notes"]) == (
+        100,
+        8,
+        3.0,
+        "cpu: test",
+        ["a note"],
+    )
     assert data["reasons"] == r.reasons
     assert json.loads(r.to_json(indent=None)) == data and "\n" not in r.to_json(indent=None)
     nan_time = _result(tuning_s=math.nan)
@@ -787,11 +901,14 @@ def test_speedup():
     kept = TuneResult(current=CURRENT, chosen=CURRENT, measurements=[_m([100.0])], reasons=[])
     assert kept.speedup == 1.0
     # Without a confirmation: the last measurement of each.
-    one = TuneResult(current=CURRENT, chosen=Candidate(channels_last=True), reasons=[],
-                     measurements=[_m([100.0]), _m([130.0], Candidate(channels_last=True), "channels_last")])
+    one = TuneResult(
+        current=CURRENT,
+        chosen=Candidate(channels_last=True),
+        reasons=[],
+        measurements=[_m([100.0]), _m([130.0], Candidate(channels_last=True), "channels_last")],
+    )
     assert one.speedup == pytest.approx(1.3)
-    unknown = TuneResult(current=CURRENT, chosen=Candidate(channels_last=True), measurements=[_m([100.0])],
-                         reasons=[])
+    unknown = TuneResult(current=CURRENT, chosen=Candidate(channels_last=True), measurements=[_m([100.0])], reasons=[])
     assert math.isnan(unknown.speedup)
 
 
@@ -864,8 +981,7 @@ def test_recipe_takes_precision_and_channels_last_from_the_result(precision, cha
 
 
 def test_recipe_explicit_arguments_win_over_the_result():
-    r = TuneResult(current=CURRENT, chosen=Candidate("bf16-mixed", channels_last=False), measurements=[],
-                   reasons=[])
+    r = TuneResult(current=CURRENT, chosen=Candidate("bf16-mixed", channels_last=False), measurements=[], reasons=[])
     out = le.recipe(tune=r, precision="32-true", channels_last=True)
     assert out["precision"] == "32-true" and "ChannelsLast" in _names(out)
     r2 = TuneResult(current=CURRENT, chosen=Candidate("32-true", channels_last=True), measurements=[], reasons=[])
@@ -888,6 +1004,7 @@ def test_public_names():
 def test_a_repeated_compilation_is_charged_the_cold_compile_time():
     """The second round's and the confirmation's compilations hit the compiler's caches (~0 s); they are charged
     the first, cold compilation's seconds, as a user's first run would pay them."""
+
     class Cached(Bench):
         def __call__(self, candidate: Candidate, stage: str) -> Measurement:
             m = super().__call__(candidate, stage)
@@ -895,8 +1012,7 @@ def test_a_repeated_compilation_is_charged_the_cold_compile_time():
 
     # 6e3 planned images. Round 1: 300 images/s charged 30 s -> 120 vs 100 (40% spread: undecided). Round 2:
     # 130 images/s; charged its own 0.1 s it would be ~130 (1.3x: kept), charged the cold 30 s it is ~79: not kept.
-    bench = Cached(lambda c, stage: (130.0 if stage.endswith("again") else 300.0) if c.compile else 100.0,
-                   noise=0.2)
+    bench = Cached(lambda c, stage: (130.0 if stage.endswith("again") else 300.0) if c.compile else 100.0, noise=0.2)
     chosen, table, reasons = search(CURRENT, {"compile": [False, True]}, bench, planned_images=6e3)
     assert [m.stage for m in table] == ["current", "compile", "compile, again", "compile, again (baseline)"]
     assert chosen == CURRENT and "no gain shown" in reasons[0]
@@ -906,7 +1022,8 @@ def test_a_note_when_tuning_costs_more_than_the_planned_run():
     from lightning_efficient.functional.tuning import tuning_cost_note
 
     text = tuning_cost_note(30.0, 32, 16, 100.0)  # the run: 32 x 16 / 100 = 5.1 s
-    assert text.startswith("tuning took 30 s, more than the planned run itself (32 optimizer steps, about 5 s at "
-                           "100.0 images/s)")
+    assert text.startswith(
+        "tuning took 30 s, more than the planned run itself (32 optimizer steps, about 5 s at 100.0 images/s)"
+    )
     assert tuning_cost_note(30.0, 3000, 16, 100.0) is None  # 480 s of training: tuning pays
     assert tuning_cost_note(30.0, None, 16, 100.0) is None and tuning_cost_note(30.0, 32, 16, math.nan) is None

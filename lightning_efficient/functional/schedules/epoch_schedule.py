@@ -59,8 +59,10 @@ class EpochSchedule:
         """
         if not self.follows_run:
             return False
-        if isinstance(total_epochs, bool) or not isinstance(total_epochs, (int, float)) or not (
-            math.isfinite(total_epochs) and total_epochs >= 0
+        if (
+            isinstance(total_epochs, bool)
+            or not isinstance(total_epochs, (int, float))
+            or not (math.isfinite(total_epochs) and total_epochs >= 0)
         ):
             raise ValueError(
                 f"{type(self).__name__}.follow_run: total_epochs must be a finite number >= 0, got {total_epochs!r}."
