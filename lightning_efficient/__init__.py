@@ -38,7 +38,7 @@ from lightning_efficient.functional.schedules import plot_schedule, register_sch
 from lightning_efficient.pipeline import BatchPipeline, get_pipeline
 from lightning_efficient.precision import explain_precision, recommended_precision
 from lightning_efficient.recipe import recipe
-from lightning_efficient.functional.tuning import TuneResult
+from lightning_efficient.tune_result import TuneResult
 from lightning_efficient.tuner import tune
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal

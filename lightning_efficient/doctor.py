@@ -4,11 +4,16 @@ and DataLoader settings to use."""
 
 from __future__ import annotations
 
+import hashlib
 import platform
+import re
+from pathlib import Path
+from typing import Any
+
 import torch
 
 from lightning_efficient.functional.efficiency import PILLOW_SIMD_INSTALL, Check
-from lightning_efficient.precision import cpu_flags, explain_precision
+from lightning_efficient.precision import cpu_flags, cpu_has_native_bf16, explain_precision
 
 
 def _version(module: str) -> str | None:
@@ -68,7 +73,7 @@ def diagnose() -> list[Check]:
         Check(
             "CPU",
             None,
-            f"{platform.machine()}, {available_cpus()} cores available, SIMD {torch.backends.cpu.get_cpu_capability()}, "
+            f"{cpu_model()} ({platform.machine()}), {available_cpus()} cores available, SIMD {torch.backends.cpu.get_cpu_capability()}, "
             f"bf16 instructions: {', '.join(bf16_flags) or 'none'}",
         )
     )
@@ -110,3 +115,34 @@ def doctor_report() -> str:
     """
     lines = (c.line(info_mark="[i]", advice_unless_ok=True) for c in diagnose())
     return "lightning-efficient doctor\n" + "\n".join("  " + line for line in lines)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``; ``platform.processor()`` elsewhere)."""
+    try:
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        found = None
+    return found.group(1).strip() if found else platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """What a speed measurement holds for: the CPU (model, cores, a hash of its feature flags, native bf16), the
+    GPUs (name and count) and the software (torch, Lightning, CUDA, cuDNN, oneDNN versions)."""
+    from lightning_efficient.data.loader import available_cpus
+
+    onednn = re.search(r"(?:oneDNN|MKL-DNN)[^\n]*? v([\d.]+)", torch.__config__.show())
+    cuda = torch.cuda.is_available()
+    return {
+        "cpu": cpu_model(),
+        "cpus": available_cpus(),
+        "native_bf16": cpu_has_native_bf16(),
+        "cpu_flags": hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:16],
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+        "gpus": torch.cuda.device_count() if cuda else 0,
+        "torch": torch.__version__,
+        "lightning": _version("pytorch_lightning"),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "onednn": onednn.group(1) if onednn else None,
+    }

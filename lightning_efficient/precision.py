@@ -28,6 +28,25 @@ import torch
 
 _ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 
+#: Precision values a Lightning ``Trainer`` accepts (``lightning_fabric``'s ``_PRECISION_INPUT``, 2.x).
+PRECISIONS = (
+    "32-true",
+    "bf16-mixed",
+    "16-mixed",
+    "bf16-true",
+    "16-true",
+    "64-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+    "32",
+    "16",
+    "bf16",
+    "64",
+    32,
+    16,
+    64,
+)
+
 
 @dataclass(frozen=True)
 class PrecisionChoice:
@@ -51,6 +70,15 @@ class PrecisionChoice:
         lines = [f"precision={self.precision!r} on {self.device}: {self.reason}"]
         lines += [f"  - {a}" for a in self.advice]
         return "\n".join(lines)
+
+
+def check_precision(value: object, where: str) -> None:
+    """Raise ``ValueError`` naming the accepted values if ``value`` is not a precision Lightning's Trainer takes."""
+    if value not in PRECISIONS or isinstance(value, bool):
+        raise ValueError(
+            f"{where}: precision {value!r} is not one Lightning accepts; use one of "
+            f"{', '.join(repr(p) for p in PRECISIONS[:6])}."
+        )
 
 
 @lru_cache(maxsize=1)

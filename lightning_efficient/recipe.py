@@ -103,6 +103,6 @@ def recipe(
     if stepwise_lr:
         cbs.append(StepwiseLR())
     if efficiency_report:
-        cbs.append(EfficiencyReport(tuned=tune is not None))
+        cbs.append(EfficiencyReport(tuned=tune))
     out["callbacks"] = cbs
     return out

@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="write val top-1 against wall-clock seconds of both sides to this PNG",
     )
+    demo.add_argument("--efficient-first", action="store_true", help="train the efficient side first")
     demo.add_argument(
         "--no-tune",
         action="store_true",
@@ -110,9 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         "tune",
         help="measure which settings (precision, channels_last, torch.compile, num_workers) train a torchvision "
         "model fastest on this machine",
-        description="Run lightning_efficient.tune() for a torchvision model by name: short fits of each setting "
-        "(precision, channels_last, torch.compile, num_workers) on synthetic input (or --data), one factor at a time, keeping a change only if it beats the noise of "
-        "repeated timing windows. Prints the table and the recipe() arguments to use.",
+        description="Run lightning_efficient.tune() for a torchvision model by name, on synthetic input (or "
+        "--data): pairs of adjacent timing windows decide each setting, within a time budget (a share of the "
+        "planned run, capped); a decision is stored and reused. Prints the table and the recipe() arguments.",
     )
     tune.add_argument("--model", default="resnet50", help="torchvision model name (default resnet50)")
     tune.add_argument("--image-size", type=_positive(int), default=224, help="input side in pixels (default 224)")
@@ -120,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--data",
         default=None,
-        help="ImageFolder root (its train/ split if present); default: synthetic input (one random batch, repeated)",
+        help="ImageFolder root (its train/ split if present); default: "
+        "synthetic input (one random batch, repeated, 100 batches per epoch)",
     )
     tune.add_argument(
         "--workers",
@@ -145,20 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune.add_argument("--no-compile", dest="compile", action="store_false", help="never measure torch.compile")
     tune.add_argument(
-        "--planned-steps",
+        "--max-epochs",
         type=_positive(int),
         default=None,
-        help="optimizer steps of your real run, to amortise compile time (default: not amortised)",
+        help="epochs of your planned run (the budget is a share of it; default: no planned length)",
     )
-    tune.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...) (default auto)")
     tune.add_argument(
-        "--steps",
-        type=_positive(int),
-        nargs=3,
-        default=(2, 3, 3),
-        metavar=("WARMUP", "WINDOW", "REPEATS"),
-        help="warm-up steps, steps per timed window, timed windows (default 2 3 3)",
+        "--budget", type=_positive(float), default=0.05, help="share of the planned run tuning may spend (default 0.05)"
     )
+    tune.add_argument("--max-seconds", type=_positive(float), default=60.0, help="the budget's cap (default 60 s)")
+    tune.add_argument("--no-cache", action="store_true", help="measure again; neither reuse nor store a decision")
+    tune.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...) (default auto)")
     tune.add_argument("--out", default=None, help="write the result as JSON to this file")
     sub.add_parser(
         "doctor",
@@ -185,6 +184,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             seed=args.seed,
             progress=not args.no_progress,
             tune=not args.no_tune,
+            efficient_first=args.efficient_first,
         )
         try:
             run_demo_with_fallback(cfg, args.out, reports=not args.no_reports, plot=args.plot)
@@ -200,18 +200,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         try:
             with quiet_lightning():
+                kw = {"max_epochs": args.max_epochs} if args.max_epochs else {}
                 run(
                     args.model,
                     image_size=args.image_size,
                     batch_size=args.batch_size,
                     data=args.data,
                     workers=args.workers,
+                    out=args.out,
                     precisions=args.precisions,
                     compile=args.compile,
-                    planned_steps=args.planned_steps,
+                    budget=min(args.budget, 1.0),
+                    max_seconds=args.max_seconds,
+                    cache=not args.no_cache,
                     accelerator=args.accelerator,
-                    out=args.out,
-                    steps=tuple(args.steps),
+                    **kw,
                 )
         except TuneCliError as e:
             print(f"lightning-efficient tune: error: {e}", file=sys.stderr)

@@ -59,8 +59,9 @@ class DemoConfig:
             0.1x, then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
         seed: seed for the subset, the model initialisation, shuffling and augmentation.
         progress: show Lightning's progress bars.
-        tune: the efficient side runs :func:`~lightning_efficient.tune` first and trains with its choice
-            (``False``: ``recipe()``'s defaults).
+        tune: the efficient side runs :func:`~lightning_efficient.tune` first (within its time budget, or reusing
+            a stored decision) and trains with its choice (``False``: ``recipe()``'s defaults).
+        efficient_first: train the efficient side first (default: the baseline first).
     """
 
     data: str
@@ -74,6 +75,7 @@ class DemoConfig:
     seed: int = 0
     progress: bool = True
     tune: bool = True
+    efficient_first: bool = False
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -288,15 +290,19 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         result = None
         if cfg.tune:
             if cfg.progress:
-                print("\n== efficient: tune() measures precision, channels_last and num_workers first ...", flush=True)
+                print("\n== efficient: tune() decides precision, channels_last and num_workers first ...", flush=True)
             result = tune(model, train_loader, verbose=False, callbacks=[augment], **common)
-            report.tuned = True  # the report then does not point to tune() for these settings
+            report.tuned = result  # the report quotes what tune() measured
             train_loader = result.dataloader(train_loader)
             model = result.prepare_model(model)
             tuned = {
                 "tuning_s": result.tuning_s,
+                "budget_s": result.budget_s,
                 "chosen": result.chosen.label(),
-                "reasons": result.reasons,
+                "measured": result.measured(),
+                "by_rule": result.by_rule(),
+                "reused_from": result.reused_from,
+                "reasons": [f"{d.factor}={d.value!r}: {d.reason}" for d in result.decisions],
                 "table": result.table(),
                 "speedup": result.speedup,
             }
@@ -313,6 +319,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     wall = time.perf_counter() - start
     figures = report.summary()
     return {
+        "tuning_s": tuned.get("tuning_s", 0.0),
         "wall_time_s": wall,
         "images_per_s": figures["images_per_s"],
         "data_wait_share": figures["data_wait_share"],
@@ -372,6 +379,7 @@ def run_in_subprocess(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx:
 
 # --------------------------------------------------------------------------------------------- the table
 ROWS = (
+    ("tuning (inside the wall time)", "tuning_s", "{:.1f} s", "lower"),
     ("wall time", "wall_time_s", "{:.1f} s", "lower"),
     ("time to baseline's final top-1", "time_to_target_s", "{:.1f} s", "lower"),
     ("training throughput", "images_per_s", "{:.1f} images/s", "higher"),
@@ -467,21 +475,31 @@ def run_demo(
 
     cfg.workers = resolve_workers(cfg.workers)
     results: dict[str, Any] = {}
-    for kind in ("baseline", "efficient"):
+    for kind in ("efficient", "baseline") if cfg.efficient_first else ("baseline", "efficient"):
         results[kind] = run_in_subprocess(kind, cfg, train_idx, val_idx)
     if reports:
         for kind in ("baseline", "efficient"):
             print(f"\n[{kind}] {results[kind]['report']}")
+    from lightning_efficient.precision import cpu_has_native_bf16
+
+    kind = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     print(
         f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
-        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader workers, seed {cfg.seed}):\n"
+        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader workers, seed {cfg.seed}; "
+        f"CPU: {os.cpu_count()} cores, {kind}):\n"
     )
     add_time_to_target(results)
     print(format_table(results), flush=True)
     tuned = results["efficient"].get("tuned") or {}
     if tuned:
+        how = (
+            f"reused the decision stored in {tuned['reused_from']}"
+            if tuned["reused_from"]
+            else f"measured {', '.join(tuned['measured']) or 'nothing'}; decided by recipe()'s defaults (over its "
+            f"{tuned['budget_s']:.0f} s budget): {', '.join(tuned['by_rule']) or 'nothing'}"
+        )
         print(
-            f"\nefficient side: tune() took {tuned['tuning_s']:.0f} s (inside its wall time) and chose "
+            f"\nefficient side: tune() took {tuned['tuning_s']:.1f} s (inside its wall time), {how}; chose "
             f"{tuned['chosen']}:"
         )
         for reason in tuned["reasons"]:
@@ -494,7 +512,12 @@ def run_demo(
         "config": asdict(cfg),
         "train_images": len(train_idx),
         "val_images": len(val_idx),
-        "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "native_bf16": cpu_has_native_bf16(),
+        },
         "results": {k: {kk: vv for kk, vv in v.items() if kk != "report"} for k, v in results.items()},
         "ratios": {
             key: results["efficient"][key] / results["baseline"][key]

@@ -25,8 +25,9 @@ from lightning_efficient.functional.efficiency import (
 )
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline
-from lightning_efficient.pipeline import get_pipeline
+from lightning_efficient.pipeline import get_pipeline, watch_fetch
 from lightning_efficient.precision import recommended_precision
+from lightning_efficient.tune_result import decisions_for
 
 _CPU_AUGMENTATIONS = (
     "AutoAugment",
@@ -51,13 +52,13 @@ class EfficiencyReport(Callback):
     """Measure data wait, compute time, images/s and peak memory per training step; report what to change.
 
     Per training batch it measures (see :mod:`lightning_efficient.functional.timing` for the exact intervals):
-    the time waiting for data (end of the previous batch until ``on_train_batch_start``, less the next item), the
-    time in this package's on-device batch transforms (the :class:`~lightning_efficient.pipeline.BatchPipeline`
-    stages of GPUDecode, GPUAugmentation, ChannelsLast), and the compute time (``on_train_batch_start`` to
-    ``on_train_batch_end``). On the CPU these are host seconds. On CUDA they are read from CUDA events recorded on
-    the current stream, i.e. device time, and nothing synchronizes while training runs (the events are read a step
-    or two later), so the report neither serialises the pipeline nor mistakes asynchronous kernel launches for
-    their run time. Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
+    the time waiting for data (around the fetch from the DataLoader, host time), the time in this package's
+    on-device batch transforms (the :class:`~lightning_efficient.pipeline.BatchPipeline` stages of GPUDecode,
+    GPUAugmentation, ChannelsLast), the compute time (``on_train_batch_start`` to ``on_train_batch_end``), and the
+    rest of the step (batch transfer, hooks, other callbacks' work between steps, e.g. checkpoints; shown when at
+    least 5% of the step). On the CPU these are host seconds. On CUDA the step, transforms and compute are read
+    from CUDA events recorded on the current stream, i.e. device time, and nothing synchronizes while training
+    runs (the events are read a step or two later). Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
     ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's loggers; at the end of fit it
     prints one table (rank zero only; under DDP the figures of all ranks are gathered: images/s summed, shares
     pooled, peak memory per device) and a checklist of the practices with concrete advice. Its overhead is
@@ -76,8 +77,11 @@ class EfficiencyReport(Callback):
         clock: ``"auto"`` (CUDA events on a CUDA device, host seconds otherwise), ``"host"``, ``"cuda"``, or a
             :class:`~lightning_efficient.functional.timing.Clock` object (e.g. ``CudaEventClock(HostEvent)`` to run
             the CUDA code path on a CPU).
-        tuned: the run's settings come from :func:`~lightning_efficient.tune` (``recipe(tune=...)`` sets it); if
-            not, the report points to ``tune()`` where a setting's effect depends on the model and hardware.
+        tuned: the :class:`~lightning_efficient.TuneResult` the run's settings come from (``recipe(tune=...)``
+            sets it). Without it the report looks for tune()'s newest decision for this model's architecture on
+            this machine (this process's, else the cache's: ``tune_cache.decisions_for``). Where tune() decided a
+            setting, the checklist quotes the measured ratio and never advises against it; without any, the
+            report points to ``tune()`` where a setting's effect depends on the model and hardware.
 
     Raises:
         ValueError: a negative ``log_every_n_steps`` or ``skip_first``, or an unknown ``clock``.
@@ -96,7 +100,7 @@ class EfficiencyReport(Callback):
         skip_first: int = 2,
         verbose: bool = True,
         clock: Union[str, Clock] = "auto",
-        tuned: bool = False,
+        tuned: Any = None,
     ) -> None:
         if not isinstance(log_every_n_steps, int) or log_every_n_steps < 0:
             raise ValueError(f"EfficiencyReport(log_every_n_steps={log_every_n_steps!r}): expected an int >= 0.")
@@ -121,6 +125,7 @@ class EfficiencyReport(Callback):
         self._pipeline: Any = None
         self._inputs_channels_last: Optional[bool] = None
         self._cuda = False
+        self._unwatch: Any = None
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
@@ -128,6 +133,7 @@ class EfficiencyReport(Callback):
         self._inputs_channels_last = None
         self._cuda = pl_module.device.type == "cuda"
         self._timeline = StepTimeline(self._make_clock(), self.timer)
+        self._unwatch = watch_fetch(trainer, self._timeline)
         if self._cuda:
             torch.cuda.reset_peak_memory_stats(pl_module.device)
 
@@ -180,7 +186,7 @@ class EfficiencyReport(Callback):
 
     # ---------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
-        """The figures of the last fit: ``images_per_s``, ``data_wait_share``, ``transform_share``,
+        """The figures of the last fit: ``images_per_s``, ``data_wait_share``, ``transform_share``, ``other_share``,
         ``step_time_s`` (seconds per batch), ``peak_memory_mb`` (the largest over devices; CUDA
         ``max_memory_allocated`` or process RSS on CPU), ``peak_memory_mb_per_device`` (one per rank), ``clock``
         (``"cuda events"`` or ``"host"``), ``steps``, ``samples``, ``world_size``, ``verdict`` and ``checklist``
@@ -209,6 +215,8 @@ class EfficiencyReport(Callback):
             ("step time", f"{1000 * f['step_time_s']:.1f} ms per batch"),
             ("waiting for data", f"{100 * f['data_wait_share']:.1f}% of step time"),
             ("on-device transforms", f"{100 * f['transform_share']:.1f}% of step time"),
+            *[("other (transfer, hooks, callbacks)", f"{100 * f['other_share']:.1f}% of step time")]
+            * (f["other_share"] >= 0.05),
             ("peak memory", _memory_text(f, self._cuda)),
             ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
         ]
@@ -245,6 +253,9 @@ class EfficiencyReport(Callback):
             self._pipeline = pipeline
 
     def _detach(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         if self._pipeline is not None:
             self._pipeline.remove_clock(self._timeline)
             self._pipeline = None
@@ -252,7 +263,7 @@ class EfficiencyReport(Callback):
     def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, float]:
         t = self.timer
         local = torch.tensor(
-            [t.steps, t.samples, t.data_wait_s, t.transform_s, t.compute_s, t.peak_memory_bytes],
+            [t.steps, t.samples, t.data_wait_s, t.transform_s, t.compute_s, t.other_s, t.peak_memory_bytes],
             dtype=torch.float64,
         )
         if trainer.world_size > 1:
@@ -260,8 +271,8 @@ class EfficiencyReport(Callback):
             rows = trainer.strategy.all_gather(local.to(device)).reshape(-1, local.numel()).cpu()
         else:
             rows = local.reshape(1, -1)
-        steps, samples, wait, transform, compute, peak = rows.unbind(1)
-        total = wait + transform + compute
+        steps, samples, wait, transform, compute, other, peak = rows.unbind(1)
+        total = wait + transform + compute + other
         pooled = float(total.sum())
         per_rank_rate = torch.where(total > 0, samples / total.clamp_min(1e-12), torch.zeros_like(total))
         return {
@@ -272,6 +283,7 @@ class EfficiencyReport(Callback):
             "images_per_s": float(per_rank_rate.sum()) if pooled > 0 else math.nan,
             "data_wait_share": float(wait.sum()) / pooled if pooled > 0 else math.nan,
             "transform_share": float(transform.sum()) / pooled if pooled > 0 else math.nan,
+            "other_share": float(other.sum()) / pooled if pooled > 0 else math.nan,
             "step_time_s": pooled / float(steps.sum()) if float(steps.sum()) > 0 else math.nan,
             "peak_memory_mb": float(peak.max()) / 2**20,
             "world_size": int(rows.shape[0]),
@@ -313,7 +325,7 @@ class EfficiencyReport(Callback):
             pillow_simd=is_pillow_simd(),
             decodes_images=isinstance(dataset, DatasetFolder),
             epochs=max(1, trainer.current_epoch),
-            tuned=self.tuned,
+            tuned=self.tuned if self.tuned is not None else decisions_for(pl_module),
         )
         for callback in trainer.callbacks:  # the ReportsEfficiencyFacts protocol
             facts = getattr(callback, "efficiency_facts", None)

@@ -5,12 +5,12 @@ builds the checklist with :func:`checklist`; both are plain Python and tested on
 
 Definitions (per training batch; the exact marks and clocks are in :mod:`lightning_efficient.functional.timing`):
 
-- *data wait*: seconds from the end of the previous training batch (or the start of the epoch, or the end of a
-  validation run) until ``on_train_batch_start``, less the on-device transforms; the time the accelerator idles
-  for the DataLoader (fetch, collate, host-to-device copy).
+- *data wait*: seconds the step waited for the DataLoader to hand over the batch (around the fetch, host time).
 - *device transforms*: seconds in the :class:`~lightning_efficient.pipeline.BatchPipeline` stages (GPUDecode,
   GPUAugmentation, ChannelsLast).
 - *compute*: seconds from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward, optimizer step).
+- *other*: the rest of the step: the host-to-device copy, batch hooks, and other callbacks' work between steps
+  (e.g. a checkpoint saved every N steps).
 
 Host seconds on the CPU; on CUDA, device time read from CUDA events (no synchronisation during training).
 """
@@ -57,6 +57,7 @@ class StepTimer:
         data_wait_s: seconds waiting for data (see module docstring).
         transform_s: seconds in on-device batch transforms.
         compute_s: seconds of forward, backward and optimizer step.
+        other_s: seconds of the rest of the steps (batch transfer, hooks, other callbacks).
         peak_memory_bytes: peak CUDA memory allocated, or peak process RSS on CPU.
     """
 
@@ -67,9 +68,10 @@ class StepTimer:
     data_wait_s: float = 0.0
     transform_s: float = 0.0
     compute_s: float = 0.0
+    other_s: float = 0.0
     peak_memory_bytes: int = 0
 
-    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int) -> None:
+    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = 0.0) -> None:
         """Record one training batch (ignored while the first ``skip_first`` batches pass)."""
         self.seen += 1
         if self.seen <= self.skip_first:
@@ -79,11 +81,12 @@ class StepTimer:
         self.data_wait_s += max(data_wait_s, 0.0)
         self.transform_s += max(transform_s, 0.0)
         self.compute_s += max(compute_s, 0.0)
+        self.other_s += max(other_s, 0.0)
 
     @property
     def step_s(self) -> float:
-        """Total measured seconds: data wait + device transforms + compute."""
-        return self.data_wait_s + self.transform_s + self.compute_s
+        """Total measured seconds: data wait + device transforms + compute + other."""
+        return self.data_wait_s + self.transform_s + self.compute_s + self.other_s
 
     @property
     def images_per_s(self) -> float:
@@ -100,6 +103,11 @@ class StepTimer:
         """Fraction of step time spent in on-device batch transforms, in [0, 1]."""
         return self.transform_s / self.step_s if self.step_s > 0 else math.nan
 
+    @property
+    def other_share(self) -> float:
+        """Fraction of step time spent outside fetch, transforms and compute (transfer, hooks, callbacks)."""
+        return self.other_s / self.step_s if self.step_s > 0 else math.nan
+
     def as_dict(self) -> dict[str, float]:
         """The figures under stable names (``images_per_s``, ``data_wait_share``, ...)."""
         return {
@@ -108,6 +116,7 @@ class StepTimer:
             "images_per_s": self.images_per_s,
             "data_wait_share": self.data_wait_share,
             "transform_share": self.transform_share,
+            "other_share": self.other_share,
             "step_time_s": self.step_s / self.steps if self.steps else math.nan,
             "peak_memory_mb": self.peak_memory_bytes / 2**20,
         }
@@ -163,7 +172,9 @@ class RunFacts:
         pillow_simd: whether the installed PIL is Pillow-SIMD.
         decodes_images: whether the training dataset decodes image files (ImageFolder-like).
         epochs: training epochs run.
-        tuned: the settings come from :func:`~lightning_efficient.tune` (no pointer to it then).
+        tuned: what :func:`~lightning_efficient.tune` measured for this model on this machine (an object with
+            ``decisions``, e.g. a ``TuneResult``), or ``None``: where it decided a setting, the checklist quotes
+            the measured ratio instead of the general advice.
     """
 
     precision: str
@@ -182,7 +193,7 @@ class RunFacts:
     pillow_simd: bool = False
     decodes_images: bool = False
     epochs: int = 1
-    tuned: bool = False
+    tuned: Any = None
 
 
 class ReportsEfficiencyFacts(Protocol):
@@ -204,6 +215,24 @@ def verdict(data_wait_share: float) -> str:
     return "data-bound" if data_wait_share >= DATA_BOUND_SHARE else "compute-bound"
 
 
+def measured_check(facts: RunFacts, factor: str, value: Any, check: Check) -> Check:
+    """``check`` as tune() measured it: if ``facts.tuned`` decided ``factor`` (kept or ruled out a value against
+    another) and this run uses one of the two, ``ok`` says whether the run uses the faster one (None where it
+    keeps a setting tune() found no gain in), and the detail quotes the measured ratio."""
+    for d in getattr(facts.tuned, "decisions", ()):
+        if (
+            d.factor != factor
+            or d.verdict not in ("kept", "ruled out", "undecided")
+            or value not in (d.value, d.against)
+        ):
+            continue
+        measured = f"tune() measured {factor}={d.value!r} at {d.describe()} of {d.against!r} here ({d.verdict})"
+        faster = d.value if d.verdict == "kept" else d.against
+        ok = None if d.verdict == "undecided" or (value == faster != d.value) else value == faster
+        return Check(check.practice, ok, f"{check.detail}; {measured}", f"use {factor}={faster!r}, as tune() chose")
+    return check
+
+
 def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     """The practices, each checked, with a concrete recommendation where one fails.
 
@@ -223,7 +252,7 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     fixes = []
     if facts.cpu_augmentation and not facts.device_augmentation:
         fixes.append("move augmentation to GPUAugmentation")
-    if facts.num_workers is not None and facts.num_workers < workers and not facts.tuned:
+    if facts.num_workers is not None and facts.num_workers < workers and facts.tuned is None:
         fixes.append(f"raise num_workers to {workers}")
     if facts.decodes_images and not facts.pillow_simd:
         fixes.append("decode with FastImageFolder (reduced-size JPEG decode) or install Pillow-SIMD")
@@ -238,53 +267,31 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
         )
     )
 
-    # Settings tune() measured and kept: not a failure, a measured choice (shown as information, "[-]").
-    tuned_note = " (kept by tune(): the alternative measured no faster here)"
     mixed = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
     ok = mixed or facts.recommended_precision == "32-true"
-    checks.append(
-        Check(
-            "mixed precision",
-            None if facts.tuned and not ok else ok,
-            f"precision={facts.precision!r}"
-            + (
-                ""
-                if mixed
-                else ": no 16-bit mixed precision runs natively on this hardware"
-                if facts.recommended_precision == "32-true"
-                else f" (this hardware runs {facts.recommended_precision!r} natively)"
-            )
-            + (tuned_note if facts.tuned and not ok else ""),
-            f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())",
-        )
+    detail = f"precision={facts.precision!r}" + (
+        ""
+        if mixed
+        else ": no 16-bit mixed precision runs natively on this hardware"
+        if facts.recommended_precision == "32-true"
+        else f" (this hardware runs {facts.recommended_precision!r} natively)"
     )
+    advice = f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())"
+    checks.append(measured_check(facts, "precision", facts.precision, Check("mixed precision", ok, detail, advice)))
     if facts.model_channels_last is None:
         checks.append(Check("model channels_last", None, "no 4-D conv weights"))
     else:
         ok = facts.model_channels_last >= 0.99
-        checks.append(
-            Check(
-                "model channels_last",
-                None if facts.tuned and not ok else ok,
-                f"{100 * facts.model_channels_last:.0f}% of 4-D conv weights are channels_last"
-                + (tuned_note if facts.tuned and not ok else ""),
-                "add the ChannelsLast() callback",
-            )
-        )
+        detail = f"{100 * facts.model_channels_last:.0f}% of 4-D conv weights are channels_last"
+        check = Check("model channels_last", ok, detail, "add the ChannelsLast() callback")
+        checks.append(measured_check(facts, "channels_last", ok, check))
     if facts.inputs_channels_last is None:
         checks.append(Check("inputs channels_last", None, "no 4-D float input seen"))
     else:
         ok = facts.inputs_channels_last
-        checks.append(
-            Check(
-                "inputs channels_last",
-                None if facts.tuned and not ok else ok,
-                "image batches reach training_step in "
-                + ("channels_last (NHWC)" if facts.inputs_channels_last else "NCHW")
-                + (tuned_note if facts.tuned and not ok else ""),
-                "add the ChannelsLast() callback (it converts every 4-D float batch tensor)",
-            )
-        )
+        detail = "image batches reach training_step in " + ("channels_last (NHWC)" if ok else "NCHW")
+        advice = "add the ChannelsLast() callback (it converts every 4-D float batch tensor)"
+        checks.append(measured_check(facts, "channels_last", ok, Check("inputs channels_last", ok, detail, advice)))
     if facts.lr_per_step is None:
         checks.append(Check("LR stepped per optimizer step", None, "no LR scheduler"))
     else:
@@ -313,19 +320,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
         checks.append(Check("DataLoader workers", None, "no training DataLoader found"))
     else:
         ok = facts.num_workers >= workers or not data_bound
-        checks.append(
-            Check(
-                "DataLoader workers",
-                None if facts.tuned and not ok else ok,
-                f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process"
-                + (
-                    " (tune() measures num_workers: use result.dataloader(loader) for its choice)"
-                    if facts.tuned and not ok
-                    else ""
-                ),
-                f"DataLoader(num_workers={workers})",
-            )
-        )
+        detail = f"num_workers={facts.num_workers} for {facts.cpu_cores} CPU cores per process"
+        check = Check("DataLoader workers", ok, detail, f"DataLoader(num_workers={workers})")
+        checks.append(measured_check(facts, "num_workers", facts.num_workers, check))
         if facts.accelerator == "cuda":
             checks.append(
                 Check(
@@ -358,14 +355,12 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
 
 def tune_hints(facts: RunFacts, data_wait_share: float) -> list[str]:
     """Settings of this run that :func:`~lightning_efficient.tune` would question, one sentence each; empty when
-    the run was tuned (``facts.tuned``) or nothing is in doubt.
+    tune() measured this model here (``facts.tuned``) or nothing is in doubt.
 
-    In doubt: a 16-bit precision on a CPU without native bf16 (emulated; ResNet-18 ran 20x slower than
-    ``32-true`` on such a CPU), ``channels_last`` on a CPU (its effect depends on the model there: from 0.94x
-    for ResNet-18 to 1.37x for MobileNetV3-Large on a 2-core AVX2 CPU), and a data-bound run whose best
-    ``num_workers`` is unknown. Figures: ``benchmarks/results/tune.md``.
+    In doubt: a 16-bit precision on a CPU without native bf16 (emulated), ``channels_last`` on a CPU (its effect
+    depends on the model there), and a data-bound run whose best ``num_workers`` is unknown.
     """
-    if facts.tuned:
+    if facts.tuned is not None:
         return []
     hints = []
     half = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")

@@ -1,23 +1,25 @@
 """Clocks and the step timeline: per training batch, data wait / on-device transforms / compute, without stalls.
 
-A training batch is cut into intervals by four marks taken from Lightning's hooks:
+A training batch is cut into intervals by marks taken from Lightning's hooks:
 
 - ``end[i-1]``: the end of the previous batch (or the start of the epoch, or the end of a validation run);
+- ``f0[i]``, ``f1[i]``: around the fetch of the batch from the DataLoader (host time, always);
 - ``t0[i]``, ``t1[i]``: around this package's on-device batch transforms (``GPUDecode``, ``GPUAugmentation``,
   ``ChannelsLast``), zero or more pairs;
 - ``start[i]``: ``on_train_batch_start``; ``end[i]``: ``on_train_batch_end``.
 
-Then *data wait* = ``(start[i] - end[i-1]) - transforms``, *transforms* = the sum of ``t1 - t0``, *compute* =
-``end[i] - start[i]`` (forward, backward, optimizer step).
+Then the *step* = ``end[i] - end[i-1]``; *data wait* = ``f1 - f0``, the time the step waited for the loader;
+*transforms* = the sum of ``t1 - t0``; *compute* = ``end[i] - start[i]`` (forward, backward, optimizer step); and
+*other* = the rest of the step: the host-to-device copy, batch hooks, and other callbacks' work between steps
+(e.g. a checkpoint saved every N steps). Without fetch marks (a loader Lightning does not fetch through its data
+fetcher) the data wait is the gap before ``start[i]`` less the transforms, and *other* is 0.
 
 With :class:`HostClock` the marks are host seconds, which is exact on the CPU, where every op finishes before the
 host moves on. On CUDA, host times of asynchronous kernel launches say little, and synchronizing at every mark
-would serialise the pipeline (the host could no longer queue the next batch while the GPU computes).
-:class:`CudaEventClock` therefore records CUDA events on the current stream and reads them later: the marks are
-the times at which the **GPU** reached them, so ``start[i] - end[i-1]`` is exactly the time the GPU spent on the
-host-to-device copy and idle waiting for the next batch, and it is ~0 when the host keeps ahead. Events are
-resolved lazily (:meth:`StepTimeline.drain`), a step or two behind, and all of them at the end of fit; nothing
-synchronizes while training runs. Source: CUDA Programming Guide, "Events"; PyTorch ``torch.cuda.Event``.
+would serialise the pipeline. :class:`CudaEventClock` therefore records CUDA events on the current stream and
+reads them later: the step, transform and compute marks are the times at which the **GPU** reached them; the
+fetch stays in host time (the host waits for the loader). Events are resolved lazily (:meth:`StepTimeline.drain`),
+a step or two behind, and all of them at the end of fit; nothing synchronizes while training runs. Source: CUDA Programming Guide, "Events"; PyTorch ``torch.cuda.Event``.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ class _Step:
     start: Any
     end: Any
     samples: int
+    fetch_s: Optional[float]
 
 
 @dataclass
@@ -129,12 +132,13 @@ class StepTimeline:
     """Collects the marks of each training batch and feeds :class:`StepTimer` in order, once they can be read.
 
     Call :meth:`restart` where waiting time must not be counted (epoch start, after validation),
-    :meth:`transform_started`/:meth:`transform_stopped` around on-device transforms, :meth:`batch_started` and
-    :meth:`batch_ended` from the batch hooks, and :meth:`drain` with ``block=True`` before reading the timer.
+    :meth:`fetch_started`/:meth:`fetch_stopped` around the fetch (``lightning_efficient.pipeline.watch_fetch``
+    does), :meth:`transform_started`/:meth:`transform_stopped` around on-device transforms, :meth:`batch_started`
+    and :meth:`batch_ended` from the batch hooks, and :meth:`drain` with ``block=True`` before reading the timer.
 
     Attributes:
         clock: :class:`HostClock` or :class:`CudaEventClock`.
-        timer: receives one ``add(data_wait_s, transform_s, compute_s, samples)`` per batch, in batch order.
+        timer: receives one ``add(data_wait_s, transform_s, compute_s, samples, other_s)`` per batch, in order.
     """
 
     clock: Clock
@@ -144,12 +148,20 @@ class StepTimeline:
     _open: Any = None
     _start: Any = None
     _pending: deque = field(default_factory=deque)
+    _fetch: list = field(default_factory=list)
 
     def restart(self) -> None:
-        """The next batch's data wait counts from now; transforms seen so far (e.g. validation's) are dropped."""
+        """The next batch's step counts from now; transforms seen so far (e.g. validation's) are dropped."""
         self._previous_end = self.clock.mark()
         self._transforms = []
         self._open = None
+
+    def fetch_started(self) -> None:
+        self._fetch = [time.perf_counter()]
+
+    def fetch_stopped(self) -> None:
+        if len(self._fetch) == 1:
+            self._fetch.append(time.perf_counter())
 
     def transform_started(self) -> None:
         self._open = self.clock.mark()
@@ -175,8 +187,9 @@ class StepTimeline:
         if self._start is None:
             return
         end = self.clock.mark()
-        self._pending.append(_Step(self._previous_end, self._transforms, self._start, end, int(samples)))
-        self._previous_end, self._transforms, self._start = end, [], None
+        fetch = self._fetch[1] - self._fetch[0] if len(self._fetch) == 2 else None
+        self._pending.append(_Step(self._previous_end, self._transforms, self._start, end, int(samples), fetch))
+        self._previous_end, self._transforms, self._start, self._fetch = end, [], None, []
         self.drain(block=False)
 
     def drain(self, block: bool = False) -> None:
@@ -190,5 +203,6 @@ class StepTimeline:
             self._pending.popleft()
             seconds = self.clock.seconds
             transform = sum(seconds(a, b) for a, b in step.transforms)
-            gap = seconds(step.previous_end, step.start)
-            self.timer.add(gap - transform, transform, seconds(step.start, step.end), step.samples)
+            gap = max(seconds(step.previous_end, step.start) - transform, 0.0)
+            wait = gap if step.fetch_s is None else step.fetch_s
+            self.timer.add(wait, transform, seconds(step.start, step.end), step.samples, max(gap - wait, 0.0))

@@ -1,0 +1,251 @@
+"""What :func:`~lightning_efficient.tune` chose (:class:`TuneResult`), and where its decisions are kept for reuse.
+
+A decision is reused while nothing it depends on changed: its :func:`fingerprint` holds the model's architecture
+(parameter and buffer names, shapes, dtypes), the data (dataset class and length, the first sample's shapes and
+dtypes through the collate function), the loader's settings, the kept callbacks (types and settings), the Trainer
+arguments that change a step's cost, the hardware and software (:func:`~lightning_efficient.doctor.machine_info`),
+and the candidates and ``min_gain``. Each is stored as ``<cache>/tune/<hash>.json``, where ``<cache>`` is
+``$LIGHTNING_EFFICIENT_CACHE`` if set, else ``$XDG_CACHE_HOME/lightning_efficient`` (``~/.cache/...``). Only global
+rank 0 writes, through an atomic rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+from lightning_utilities.core.apply_func import apply_to_collection
+from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
+
+from lightning_efficient.data.loader import with_num_workers
+from lightning_efficient.doctor import machine_info
+from lightning_efficient.functional.tuning import Candidate, Decision, compile_submodules
+
+FORMAT, ENV = 1, "LIGHTNING_EFFICIENT_CACHE"  #: the cache files' format, and the variable that moves the cache
+STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
+_RECENT: list["TuneResult"] = []  # this process's results, newest last (kept with cache=False too)
+
+
+@dataclass
+class TuneResult:
+    """What :func:`~lightning_efficient.tune` measured and chose.
+
+    Attributes:
+        current: the user's settings as given; ``chosen``: the settings to train with.
+        decisions: one :class:`~lightning_efficient.functional.tuning.Decision` per value tried, in order.
+        step_s: median seconds per training batch of the current settings; ``data_wait``: its share (0-1) spent
+            waiting for data; ``batch_size``: images per batch; ``steps_per_batch``: optimizer steps per batch.
+        planned_batches: training batches of the planned run (``None``: unknown); ``budget_s``: the time budget.
+        tuning_s: seconds tune() took (for a reused decision: the lookup's); ``reused_from``: its cache file.
+        machine: :func:`~lightning_efficient.doctor.machine_info` where it was measured; ``arch``: the model's
+            architecture key (:func:`arch_key`); ``notes``: remarks.
+    """
+
+    current: Candidate
+    chosen: Candidate
+    decisions: list[Decision]
+    step_s: float = math.nan
+    data_wait: float = math.nan
+    batch_size: int = 0
+    steps_per_batch: float = 1.0
+    planned_batches: Optional[int] = None
+    budget_s: float = math.nan
+    tuning_s: float = math.nan
+    reused_from: Optional[str] = None
+    machine: dict[str, Any] = field(default_factory=dict)
+    arch: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    precision = property(lambda self: self.chosen.precision, doc="The chosen Lightning precision string.")
+    channels_last = property(lambda self: self.chosen.channels_last, doc="Whether to add ChannelsLast.")
+    compile = property(lambda self: self.chosen.compile, doc="Whether prepare_model() compiles the model.")
+    num_workers = property(lambda self: self.chosen.num_workers, doc="The chosen num_workers (None: the loader's).")
+
+    @property
+    def speedup(self) -> float:
+        """Estimated images/s of the chosen settings over the current ones: the product of the kept gains."""
+        return math.prod(d.gain for d in self.decisions if d.verdict == "kept")
+
+    def measured(self) -> list[str]:
+        """Factors decided by measurement (pairs or the data-wait bound)."""
+        return sorted({d.factor for d in self.decisions if d.verdict != "not measured"})
+
+    def by_rule(self) -> list[str]:
+        """Factors not measured (over budget), so decided by ``recipe()``'s defaults."""
+        return sorted({d.factor for d in self.decisions} - set(self.measured()))
+
+    def recipe_kwargs(self) -> dict[str, Any]:
+        """``{"precision": ..., "channels_last": ...}`` for :func:`~lightning_efficient.recipe`."""
+        return {"precision": self.chosen.precision, "channels_last": self.chosen.channels_last}
+
+    def table(self) -> str:
+        """The decisions as a Markdown table, one row per value tried against the value in use."""
+        lines = ["| factor | tried | in use | pairs | gain | bounds | verdict |", "|---|---|---|---:|---:|---|---|"]
+        for d in self.decisions:
+            (lo, hi), gain = d.interval, f"{d.gain:.2f}x" if d.ratios else "-"
+            span = f"{lo:.2f}-{hi:.2f}x" if math.isfinite(lo) else "-"
+            verdict = (
+                f"not measured: default {getattr(self.chosen, d.factor)}" if d.verdict == "not measured" else d.verdict
+            )
+            lines.append(f"| {d.factor} | {d.value} | {d.against} | {len(d.ratios)} | {gain} | {span} | {verdict} |")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        if self.reused_from:
+            head = f"tune(): {self.chosen.label()}, reused from {self.reused_from} (found in {self.tuning_s:.2f} s)"
+        else:
+            plan = f"{self.planned_batches} planned batches" if self.planned_batches else "no planned length"
+            head = (
+                f"tune(): {self.chosen.label()} (estimated {self.speedup:.2f}x the images/s of {self.current.label()})"
+                f"; tuning took {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {self.step_s:.3f} s"
+                " per batch)"
+            )
+        lines = [f"- {d.factor}={d.value!r}: {d.reason}" for d in self.decisions] + [f"- {n}" for n in self.notes]
+        return "\n".join([head, "", self.table(), "", *lines])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able (NaN as ``None``); :meth:`from_dict` reads it back."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(
+            current=asdict(self.current), chosen=asdict(self.chosen), decisions=[asdict(d) for d in self.decisions]
+        )
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TuneResult":
+        """The result :meth:`to_dict` wrote.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not such a dict.
+        """
+        kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        kw.update({k: math.nan for k in ("step_s", "data_wait", "budget_s", "tuning_s") if kw.get(k) is None})
+        kw.update(current=Candidate(**data["current"]), chosen=Candidate(**data["chosen"]))
+        kw["decisions"] = [Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]]
+        return cls(**kw)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def prepare_model(self, model: Any) -> Any:
+        """``model``, its submodules compiled in place if compiling was chosen (returned either way)."""
+        if self.chosen.compile:
+            compile_submodules(model)
+        return model
+
+    def dataloader(self, loader: Any) -> Any:
+        """``loader`` rebuilt with the chosen ``num_workers`` (same dataset, sampler, collate...), or ``loader``."""
+        if self.chosen.num_workers is None or getattr(loader, "num_workers", None) == self.chosen.num_workers:
+            return loader
+        return with_num_workers(loader, self.chosen.num_workers)
+
+
+def cache_dir() -> Path:
+    """Where tune() keeps its decisions (see the module docstring)."""
+    root = (
+        os.environ.get(ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lightning_efficient"
+    )
+    return Path(root) / "tune"
+
+
+def arch_key(module: torch.nn.Module) -> str:
+    """A hash of the shapes of ``module``'s parameters and buffers, without names: the same network under another
+    attribute name (``self.model`` or ``self.net``) has the same key."""
+    shapes = [list(t.shape) for t in [*module.parameters(), *module.buffers()]]
+    return hashlib.sha256(json.dumps(shapes).encode()).hexdigest()[:16]
+
+
+def fingerprint(model: Any, loader: Any, callbacks: list[Any], kwargs: Mapping[str, Any], options: Any) -> Any:
+    """What a decision depends on (the module docstring), or ``None`` where the training loader is not known."""
+    if loader is None:
+        return None
+    data = getattr(loader, "dataset", loader)
+    try:
+        first = data[0] if hasattr(data, "__getitem__") else next(iter(data))
+        collate = getattr(loader, "collate_fn", None) or (lambda x: x)
+        sample = apply_to_collection(collate([first]), torch.Tensor, lambda t: [list(t.shape), str(t.dtype)])
+    except Exception as err:  # noqa: BLE001 - no sample to describe: the data part says so
+        sample = f"no sample: {type(err).__name__}"
+    simple = (int, float, str, bool, type(None))
+    settings = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
+    return {
+        "model": [[n, list(t.shape), str(t.dtype)] for n, t in [*model.named_parameters(), *model.named_buffers()]],
+        "data": [type(data).__qualname__, len(data) if hasattr(data, "__len__") else None, sample],
+        "loader": [getattr(loader, k, None) for k in settings]
+        + [
+            type(getattr(loader, "sampler", None)).__qualname__,
+            getattr(getattr(loader, "collate_fn", None), "__qualname__", None),
+        ],
+        "callbacks": [
+            [type(c).__qualname__, {k: v for k, v in vars(c).items() if isinstance(v, simple)}] for c in callbacks
+        ],
+        "trainer": {k: str(kwargs.get(k)) for k in STEP_COST_ARGS},
+        "options": options,
+        "machine": machine_info(),
+        "arch": arch_key(model),
+    }
+
+
+class Store:
+    """The cache file of one fingerprint (``None``, or ``enabled=False``: nothing is read or written)."""
+
+    def __init__(self, fp: Optional[dict[str, Any]], enabled: bool = True) -> None:
+        self.fp, self.text = fp, json.dumps(fp, sort_keys=True, default=str)
+        digest = hashlib.sha256(self.text.encode()).hexdigest()[:24]
+        self.path = cache_dir() / f"{digest}.json" if fp is not None and enabled else None
+
+    def load(self, budget_s: Callable[[TuneResult], float]) -> Optional[TuneResult]:
+        """The stored result; ``None`` if there is none, or it left factors unmeasured that ``budget_s(result)``
+        seconds could now measure (a budget over 1.25x the stored one), or the file is corrupt or another's (then
+        one warning)."""
+        if self.path is None or not self.path.exists():
+            return None
+        try:
+            data = json.loads(self.path.read_text())
+            if (
+                data.get("format") != FORMAT
+                or json.dumps(data["fingerprint"], sort_keys=True, default=str) != self.text
+            ):
+                raise ValueError("written for other settings or by another version")
+            result = TuneResult.from_dict(data["result"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            rank_zero_warn(
+                f"tune(): ignoring the cache file {self.path} ({type(err).__name__}: {err}); measuring again."
+            )
+            return None
+        return None if result.by_rule() and budget_s(result) > 1.25 * result.budget_s else result
+
+    def save(self, result: TuneResult) -> None:
+        """Keep ``result`` for this process, and write it (global rank 0 only; an atomic rename)."""
+        _RECENT.append(result)
+        if self.path is None or rank_zero_only.rank != 0:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"format": FORMAT, "fingerprint": self.fp, "result": result.to_dict()}
+        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
+            json.dump(payload, f, indent=1, default=str)
+        os.replace(f.name, self.path)
+
+
+def decisions_for(module: torch.nn.Module) -> Optional[TuneResult]:
+    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine: this
+    process's, else the cache's; ``None`` if none. EfficiencyReport quotes it, so that its advice never contradicts
+    what tune() measured, however the user applied the choice."""
+    key, here = arch_key(module), machine_info()
+    found = [((math.inf, i), r) for i, r in enumerate(_RECENT) if r.arch == key and r.machine == here]
+    for path in cache_dir().glob("*.json"):
+        try:
+            result = TuneResult.from_dict(json.loads(path.read_text())["result"])
+            if result.arch == key and result.machine == here:
+                found.append(((path.stat().st_mtime, 0), result))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return max(found, key=lambda f: f[0])[1] if found else None
