@@ -24,22 +24,27 @@ Public API:
   ``num_workers``) train your model fastest here; ``recipe(tune=result)`` applies the choice.
 """
 
-from lightning_efficient.callbacks.channels_last import ChannelsLast
-from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
-from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
-from lightning_efficient.callbacks.gpu_decode import GPUDecode
-from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
-from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
-from lightning_efficient.data.folder import FastImageFolder, uint8_collate
-from lightning_efficient.data.loader import suggest_loader_kwargs
-from lightning_efficient.doctor import doctor_report
-from lightning_efficient.functional.augment import preview
-from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
-from lightning_efficient.pipeline import BatchPipeline, get_pipeline
-from lightning_efficient.precision import explain_precision, recommended_precision
-from lightning_efficient.recipe import recipe
-from lightning_efficient.tune_result import TuneResult
-from lightning_efficient.tuner import tune
+# First, before anything imports Lightning: the imports below import both Lightning packages, and each re-points the
+# rank-zero logger they share; keep_lightning_logging leaves Lightning's logging as the user's imports set it.
+from lightning_efficient.quiet import keep_lightning_logging
+
+with keep_lightning_logging():
+    from lightning_efficient.callbacks.channels_last import ChannelsLast
+    from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
+    from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
+    from lightning_efficient.callbacks.gpu_decode import GPUDecode
+    from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
+    from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
+    from lightning_efficient.data.folder import FastImageFolder, uint8_collate
+    from lightning_efficient.data.loader import suggest_loader_kwargs
+    from lightning_efficient.doctor import doctor_report
+    from lightning_efficient.functional.augment import preview
+    from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
+    from lightning_efficient.pipeline import BatchPipeline, get_pipeline
+    from lightning_efficient.precision import explain_precision, recommended_precision
+    from lightning_efficient.recipe import recipe
+    from lightning_efficient.tune_result import TuneResult
+    from lightning_efficient.tuner import tune
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 

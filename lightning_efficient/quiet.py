@@ -6,16 +6,33 @@ its Trainers inside :func:`quiet_lightning`, which drops exactly the items below
 message) and nothing else, and restores the previous warning filters and logger filters on exit.
 :func:`~lightning_efficient.tune` runs its short measuring fits inside :func:`no_lightning_info`, so that the
 user sees its table instead of a dozen "GPU available" / "`Trainer.fit` stopped" blocks.
+
+Importing this package imports ``pytorch_lightning`` and, where installed, ``lightning.pytorch``. On import, each
+points the module-level state of ``lightning_utilities.core.rank_zero``, which both packages share (the logger of
+every ``rank_zero_info`` / ``rank_zero_debug``, the category of rank-zero deprecations), at its own: the last one
+imported receives both packages' messages. ``lightning_efficient/__init__.py`` therefore runs its imports inside
+:func:`keep_lightning_logging`: where a Lightning package was imported before, Lightning's logging stays as it was
+(a user's set-up of the ``lightning.pytorch`` loggers keeps receiving Lightning's messages); in a process that has
+imported none, it is ``pytorch_lightning``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
-__all__ = ["HARMLESS_WARNINGS", "LIGHTNING_LOGGERS", "TIP_PREFIX", "no_lightning_info", "quiet_lightning"]
+__all__ = [
+    "HARMLESS_WARNINGS",
+    "LIGHTNING_LOGGERS",
+    "RANK_ZERO_STATE",
+    "TIP_PREFIX",
+    "keep_lightning_logging",
+    "no_lightning_info",
+    "quiet_lightning",
+]
 
 #: ``(category, message regex)`` of warnings that tell the demo's user nothing they can act on.
 HARMLESS_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
@@ -37,6 +54,36 @@ LIGHTNING_LOGGERS: tuple[str, ...] = (
     "lightning.fabric.utilities.rank_zero",
     "lightning.pytorch.utilities.rank_zero",
 )
+
+
+#: The names in ``lightning_utilities.core.rank_zero`` that importing a Lightning package overwrites.
+RANK_ZERO_STATE: tuple[str, ...] = ("log", "rank_zero_deprecation_category")
+
+#: The modules whose import sets :data:`RANK_ZERO_STATE`: each package's ``utilities.rank_zero`` and its Fabric's.
+_RANK_ZERO_SETTERS: tuple[str, ...] = (
+    "lightning_fabric.utilities.rank_zero",
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "lightning.pytorch.utilities.rank_zero",
+)
+
+
+@contextlib.contextmanager
+def keep_lightning_logging() -> Iterator[None]:
+    """Leave Lightning's shared rank-zero logging state (:data:`RANK_ZERO_STATE`) as it was before the block.
+
+    Only where a Lightning package had already set it: in a process that has imported none, the state the block's
+    imports set stays (there is nothing of the user's to keep). Imports nothing itself.
+    """
+    rank_zero = sys.modules.get("lightning_utilities.core.rank_zero")
+    saved: dict[str, object] = {}
+    if rank_zero is not None and any(name in sys.modules for name in _RANK_ZERO_SETTERS):
+        saved = {name: vars(rank_zero)[name] for name in RANK_ZERO_STATE if name in vars(rank_zero)}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(rank_zero, name, value)
 
 
 class _DropTips(logging.Filter):

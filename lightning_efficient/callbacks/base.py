@@ -13,12 +13,17 @@ of its callbacks by name, so a callback of the other package runs, but every *ty
 :class:`Callback` therefore subclasses ``pytorch_lightning.Callback`` and, where the ``lightning`` package is
 installed, ``lightning.pytorch.Callback`` as well, so each callback of this package is an instance of both and works
 the same under either Trainer. :data:`LIGHTNING_PACKAGES` lists the Lightning packages found (``recipe()`` accepts the
-arguments of either package's ``Trainer``).
+arguments of either package's ``Trainer``), each once: where one package is an alias of the other (an environment
+that maps ``pytorch_lightning`` to ``lightning.pytorch`` in ``sys.modules``, or the reverse), it is one package with one
+``Callback`` class, which :class:`Callback` subclasses once (twice would be ``TypeError: duplicate base class``).
 
-Importing ``lightning.pytorch`` here leaves Lightning's logging as ``pytorch_lightning`` set it (both packages route
-``rank_zero_info`` through one shared ``lightning_utilities`` logger, which the last import redirects). If the
-``lightning`` package is installed but cannot be imported, a ``UserWarning`` says why and the callbacks work with
-``pytorch_lightning`` only.
+Both packages route ``rank_zero_info`` / ``rank_zero_debug`` through the module-level logger of
+``lightning_utilities.core.rank_zero``, which each one re-points at its own when imported. Importing
+``lightning.pytorch`` here keeps that state as ``pytorch_lightning`` set it; and ``lightning_efficient/__init__.py``
+imports this module inside ``lightning_efficient.quiet.keep_lightning_logging``, which leaves Lightning's logging as
+it was before ``import lightning_efficient`` wherever a Lightning package had been imported first (so a user's
+logging set-up for ``lightning.pytorch`` keeps receiving Lightning's messages). If the ``lightning`` package is
+installed but cannot be imported, a ``UserWarning`` says why and the callbacks work with ``pytorch_lightning`` only.
 """
 
 from __future__ import annotations
@@ -61,13 +66,29 @@ def _unified_lightning() -> ModuleType | None:
                 setattr(_rank_zero, name, value)
 
 
+def _distinct(items: tuple) -> tuple:
+    """``items`` without repeats, by identity, in order (an aliased package, or its Callback, is listed once)."""
+    seen: dict[int, object] = {}
+    for item in items:
+        seen.setdefault(id(item), item)
+    return tuple(seen.values())
+
+
+def _callback_bases(packages: tuple[ModuleType, ...]) -> tuple[type, ...]:
+    """The packages' distinct Callback classes, less any that another one already subclasses (a valid MRO)."""
+    classes = _distinct(tuple(package.Callback for package in packages))
+    return tuple(c for c in classes if not any(other is not c and issubclass(other, c) for other in classes))
+
+
 _UNIFIED = _unified_lightning()
 
 #: The Lightning packages whose Trainer runs this package's callbacks: ``pytorch_lightning`` and, where installed,
-#: ``lightning.pytorch``.
-LIGHTNING_PACKAGES: tuple[ModuleType, ...] = (pytorch_lightning,) + ((_UNIFIED,) if _UNIFIED is not None else ())
+#: ``lightning.pytorch``; one entry where one is an alias of the other.
+LIGHTNING_PACKAGES: tuple[ModuleType, ...] = _distinct(
+    (pytorch_lightning,) + ((_UNIFIED,) if _UNIFIED is not None else ())
+)
 
 
-class Callback(*(package.Callback for package in LIGHTNING_PACKAGES)):  # type: ignore[misc]
+class Callback(*_callback_bases(LIGHTNING_PACKAGES)):  # type: ignore[misc]
     """Base class of this package's callbacks: a ``pytorch_lightning.Callback`` and, where the ``lightning`` package
     is installed, a ``lightning.pytorch.Callback`` (see the module docstring). Adds no behaviour."""

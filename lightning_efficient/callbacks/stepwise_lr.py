@@ -14,6 +14,8 @@ from torch.optim import Optimizer
 
 from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.functional import schedules as F
+from lightning_efficient.functional.position import EpochPosition
+from lightning_efficient.progress import epoch_position, planned_steps_per_epoch
 
 __all__ = ["StepwiseLR"]
 
@@ -47,6 +49,7 @@ class _Driven:
         self.held_warned = False
         self.unstepped_warned = False
         self.epoch_start: tuple[int, int] | None = None  # (trainer epoch, scheduler epoch) at the last epoch start
+        self._snapshot: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (key, scheduler state)
 
     @property
     def name(self) -> str:
@@ -55,6 +58,15 @@ class _Driven:
     def position(self, trainer_epoch: int, within: float) -> float:
         """Fractional scheduler epoch: its own counter, plus the part of the ``frequency`` trainer epochs done."""
         return F.scheduler_epoch(self.scheduler) + ((trainer_epoch % self.frequency) + within) / self.frequency
+
+    def snapshot(self) -> dict[str, Any]:
+        """The scheduler's state now, to redo a step that read per-step LRs. Copied once per scheduler epoch and
+        param-group LRs (a PyTorch scheduler's state changes in ``step()`` and ``load_state_dict()`` only), not at
+        every batch."""
+        key = (F.scheduler_epoch(self.scheduler), tuple(float(g["lr"]) for g in self.optimizer.param_groups))
+        if self._snapshot is None or self._snapshot[0] != key:
+            self._snapshot = (key, copy.deepcopy(self.scheduler.state_dict()))
+        return self._snapshot[1]
 
     def lrs(self, current: list[float], pos: float) -> list[float]:
         """LRs at fractional epoch ``pos`` from the groups' LRs ``current`` at the scheduler's integer epoch."""
@@ -93,6 +105,8 @@ class StepwiseLR(Callback):
     is the number of optimizer steps per epoch on this process (after ``limit_train_batches`` and the
     DistributedSampler). ``e`` is the scheduler's own counter (``last_epoch``), so at every epoch boundary the
     LR equals the LR the plain epoch-wise scheduler uses in that epoch; each param group keeps its own base LR.
+    ``k / S`` is the fraction of :func:`lightning_efficient.progress.epoch_position`, the run's position in
+    the epochs that really happened, which other per-step features read too.
 
     **The scheduler stays yours.** ``trainer.lr_scheduler_configs`` is not modified: Lightning keeps stepping
     your scheduler once per epoch (its ``last_epoch``, ``state_dict()``, type and attributes stay those of plain
@@ -132,6 +146,14 @@ class StepwiseLR(Callback):
       the epoch (``batch_idx // accumulate_grad_batches``), so every epoch boundary is exact even if ``S``
       changes (e.g. dataloaders reloaded with another length). An epoch longer than ``S`` holds the boundary LR
       (with a warning).
+    - **Epochs shorter than planned** (``on_train_batch_start`` returning -1, ``trainer.should_stop``, a
+      dataloader whose ``__len__`` overstates): the next epoch starts at the scheduler's next epoch, with
+      exactly plain Lightning's LR; the part of the schedule the short epoch skipped is not used. After an
+      epoch cut by -1, Lightning steps the scheduler while the batch's per-step LRs are in the param groups;
+      that step is redone from the scheduler's own LRs at ``on_train_epoch_end`` (before checkpoints), so its
+      state stays plain Lightning's. Where Lightning does not step the scheduler at all (it never saw the last
+      batch of an epoch whose ``__len__`` overstates), the per-step LRs repeat the same scheduler epoch, as the
+      per-epoch LR does without the callback, with a warning.
     - **Gradient accumulation.** One update per ``accumulate_grad_batches`` batches; a partial last window
       is one more update (``ceil``), as Lightning steps the optimizer at the last batch of an epoch.
     - **frequency.** ``"frequency": n`` (scheduler stepped every ``n`` epochs) becomes ``f(k / (n S))``.
@@ -201,6 +223,7 @@ class StepwiseLR(Callback):
         self._pending: dict[int, _Pending] = {}
         self._handles: list[Any] = []
         self._batch_idx = 0
+        self._batches_in_epoch = 0
         self._last_lrs: dict[int, list[float]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -220,7 +243,7 @@ class StepwiseLR(Callback):
         self._driven = self._select(trainer)
         if not self._driven:
             return
-        if self.steps_per_epoch is None and _unsized(trainer):
+        if planned_steps_per_epoch(trainer, self.steps_per_epoch) is None:
             rank_zero_warn(
                 "StepwiseLR: the train dataloader has no length (e.g. an IterableDataset without __len__), so the "
                 "number of optimizer steps per epoch is unknown; the LR schedulers are left stepping once per epoch, "
@@ -237,13 +260,14 @@ class StepwiseLR(Callback):
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._driven:
             return
+        self._settle()  # normally settled at the previous epoch's end already
+        planned = self._current_steps_per_epoch
         self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
         epoch = trainer.current_epoch
         for d in self._driven:
             n = F.scheduler_epoch(d.scheduler)
             if (
-                not pl_module.automatic_optimization
-                and d.epoch_start is not None
+                d.epoch_start is not None
                 and epoch == d.epoch_start[0] + 1
                 and (epoch % d.frequency) == 0
                 and n == d.epoch_start[1]
@@ -251,17 +275,41 @@ class StepwiseLR(Callback):
                 and not d.unstepped_warned
             ):
                 d.unstepped_warned = True
-                rank_zero_warn(
-                    f"StepwiseLR: {d.name} was not stepped during epoch {epoch - 1} (manual optimization), so its "
-                    "per-step LRs repeat the same epoch. Step it once per epoch in training_step, e.g. "
-                    "`if self.trainer.is_last_batch: sch.step()`."
-                )
+                rank_zero_warn(self._unstepped_message(trainer, pl_module, d, epoch - 1, planned))
             d.epoch_start = (epoch, n)
+        self._batches_in_epoch = 0
+
+    def _unstepped_message(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, d: _Driven, epoch: int, planned: int | None
+    ) -> str:
+        if not pl_module.automatic_optimization:
+            return (
+                f"StepwiseLR: {d.name} was not stepped during epoch {epoch} (manual optimization), so its "
+                "per-step LRs repeat the same epoch. Step it once per epoch in training_step, e.g. "
+                "`if self.trainer.is_last_batch: sch.step()`."
+            )
+        ran = self._batches_in_epoch
+        batches = trainer.num_training_batches
+        why = (
+            f" Epoch {epoch} ended after {ran} of the {batches} batches its dataloader's length announced, without "
+            "Lightning knowing which batch was the last (a dataset or sampler whose __len__ overstates, e.g. an "
+            "IterableDataset or data sharded by hand with use_distributed_sampler=False), and Lightning steps "
+            "epoch-interval schedulers at an epoch's last batch only. Make __len__ exact, or end such an epoch "
+            "with `return -1` from on_train_batch_start."
+            if isinstance(batches, int) and ran < batches
+            else ""
+        )
+        return (
+            f"StepwiseLR: {d.name} was not stepped at the end of epoch {epoch}, so its per-step LRs repeat its "
+            f"epoch {F.scheduler_epoch(d.scheduler)} (at every epoch start they equal its per-epoch LR, as without "
+            f"StepwiseLR; S={planned} optimizer steps per epoch).{why}"
+        )
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_idx = batch_idx
+        self._batches_in_epoch = batch_idx + 1
         for optimizer in {id(d.optimizer): d.optimizer for d in self._driven}.values():
             self._apply(trainer, pl_module, optimizer, advance=False)  # visible to training_step
 
@@ -281,25 +329,22 @@ class StepwiseLR(Callback):
             return
         pending = self._pending.get(id(raw))
         if pending is None:  # the groups hold the schedulers' LRs: keep them to write back after the update
-            snapshots = []
-            if not pl_module.automatic_optimization or trainer.is_last_batch:  # a scheduler may step before that
-                snapshots = [
-                    (d, copy.deepcopy(d.scheduler.state_dict()), F.scheduler_epoch(d.scheduler)) for d in driven
-                ]
+            # A scheduler may step before the update or without one (-1 from on_train_batch_start, a skipped last
+            # step, manual optimization): its state now, to redo that step from its own LRs (see _settle).
+            snapshots = [(d, d.snapshot(), F.scheduler_epoch(d.scheduler)) for d in driven]
             saved = [float(g["lr"]) for g in raw.param_groups]
             pending = self._pending[id(raw)] = _Pending(raw, saved, snapshots)
-        steps = self._current_steps_per_epoch or 1
         lrs = list(pending.saved)
         for d in driven:
-            k = self._update_index(trainer, pl_module, d, advance)
-            if advance and k >= steps and not d.held_warned:
+            at = self._position(trainer, pl_module, d, advance)
+            if advance and at.overrun and not d.held_warned:
                 d.held_warned = True
                 rank_zero_warn(
-                    f"StepwiseLR: epoch {trainer.current_epoch} has more than steps_per_epoch={steps} optimizer "
-                    "steps; the LR holds at the next epoch's value until the epoch ends. Set "
+                    f"StepwiseLR: epoch {trainer.current_epoch} has more than steps_per_epoch={at.steps_per_epoch} "
+                    "optimizer steps; the LR holds at the next epoch's value until the epoch ends. Set "
                     "StepwiseLR(steps_per_epoch=...) to the real number of optimizer steps per epoch."
                 )
-            lrs = d.lrs(lrs, d.position(trainer.current_epoch, min(k / steps, 1.0)))
+            lrs = d.lrs(lrs, d.position(at.epoch, at.fraction))
         for group, lr in zip(raw.param_groups, lrs, strict=True):
             _write_lr(group, lr)
         if advance:
@@ -308,6 +353,11 @@ class StepwiseLR(Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self._settle()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # A batch whose on_train_batch_start returned -1 ends the epoch without an update or on_train_batch_end,
+        # and Lightning steps the schedulers right after it: settle here, before checkpoints and the next epoch.
         self._settle()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -358,16 +408,17 @@ class StepwiseLR(Callback):
             handle.remove()
         self._handles = []
 
-    def _update_index(self, trainer: pl.Trainer, pl_module: pl.LightningModule, d: _Driven, advance: bool) -> int:
-        """0-based index of the coming update among its optimizer's updates in the current epoch."""
+    def _position(self, trainer: pl.Trainer, pl_module: pl.LightningModule, d: _Driven, advance: bool) -> EpochPosition:
+        """Where the coming update of ``d``'s optimizer falls in the epochs that happened (trainer epochs)."""
+        steps = self._current_steps_per_epoch or 1
         if pl_module.automatic_optimization:
-            return self._batch_idx // max(int(trainer.accumulate_grad_batches), 1)
+            return epoch_position(trainer, self._batch_idx, steps_per_epoch=steps)
         epoch, count = self._updates.get(d.index, (trainer.current_epoch, 0))
         if epoch != trainer.current_epoch:
             count = 0
         if advance:
             self._updates[d.index] = [trainer.current_epoch, count + 1]
-        return count
+        return EpochPosition(epoch=int(trainer.current_epoch), step=count, steps_per_epoch=steps)
 
     def _is_active(self, trainer: pl.Trainer, d: _Driven) -> bool:
         live = any(config.scheduler is d.scheduler for config in trainer.lr_scheduler_configs)
@@ -451,12 +502,8 @@ class StepwiseLR(Callback):
 
     def _compute_steps_per_epoch(self, trainer: pl.Trainer) -> int:
         """``steps_per_epoch``, or ``ceil(num_training_batches / accumulate_grad_batches)`` (the loader is sized)."""
-        if self.steps_per_epoch is not None:
-            return self.steps_per_epoch
-        batches = trainer.num_training_batches
-        accumulate = max(int(trainer.accumulate_grad_batches), 1)
-        # 0 batches (limit_train_batches=0): no update will happen, any S > 0 will do
-        return max(math.ceil(int(batches) / accumulate), 1)
+        steps = planned_steps_per_epoch(trainer, self.steps_per_epoch)
+        return 1 if steps is None else steps
 
     def _run_epochs(self, trainer: pl.Trainer, steps: int) -> float | None:
         """Length of the run in epochs (fractional when max_steps ends mid-epoch); None if unbounded."""
@@ -496,9 +543,3 @@ class StepwiseLR(Callback):
                     f"run lasts {run_sched:g} epochs (LR of param group 0: {at_end:.4g} at its end, {last:.4g} at "
                     "the end of the run). Lengthen the schedule or shorten the run."
                 )
-
-
-def _unsized(trainer: pl.Trainer) -> bool:
-    """Whether the Trainer cannot know its training batches per epoch (a dataloader without ``__len__``)."""
-    batches = trainer.num_training_batches
-    return batches is None or batches == float("inf")

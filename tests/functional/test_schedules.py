@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from torch.optim import lr_scheduler as L
 
 from lightning_efficient.functional import schedules as F
+from lightning_efficient.functional.position import EpochPosition, optimizer_steps_per_epoch, step_in_epoch
 from lightning_efficient.functional.schedules import torch_internals
 
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -464,3 +465,55 @@ def test_scheduler_epoch_counts_steps_and_locates_the_closed_form(name):
             scheduler.step()
     with pytest.raises(TypeError, match="last_epoch"):
         F.scheduler_epoch(object())
+
+
+# ------------------------------------------------------------------ positions in fractional epochs
+
+
+@SETTINGS
+@given(batches=st.integers(1, 50), accumulate=st.integers(1, 8), epoch=st.integers(0, 5))
+def test_position_of_every_batch_of_a_full_epoch(batches, accumulate, epoch):
+    """A full epoch's batches sit at ``epoch + k / S`` with ``k`` = 0 .. S - 1 (a partial last window is update
+    S - 1); the next epoch starts at ``epoch + 1``."""
+    steps = optimizer_steps_per_epoch(batches, accumulate)
+    assert steps == math.ceil(batches / accumulate)
+    ks = [step_in_epoch(b, accumulate) for b in range(batches)]
+    assert sorted(set(ks)) == list(range(steps))
+    positions = [float(EpochPosition(epoch, k, steps)) for k in ks]
+    assert positions == sorted(positions) and positions[0] == epoch
+    assert max(positions) < epoch + 1 == float(EpochPosition(epoch + 1, 0, steps))
+
+
+def test_position_of_a_short_and_a_long_epoch():
+    short = EpochPosition(epoch=2, step=3, steps_per_epoch=10)  # an epoch that ends here: the next starts at 3.0
+    assert (short.fraction, float(short), short.overrun) == (0.3, 2.3, False)
+    assert float(EpochPosition(3, 0, 10)) == 3.0
+    long = EpochPosition(epoch=2, step=12, steps_per_epoch=10)  # more updates than planned: holds at 3.0
+    assert (long.fraction, float(long), long.overrun) == (1.0, 3.0, True)
+    assert optimizer_steps_per_epoch(0, 4) == 1  # no batch: no update, any S >= 1
+
+
+def test_positions_drive_stepwise_lrs():
+    """``stepwise_lrs`` is the closed form at the positions of consecutive full epochs."""
+    fn = F.schedule_function(L.CosineAnnealingLR(make_optimizer(), T_max=3))
+    want = F.stepwise_lrs(L.CosineAnnealingLR(make_optimizer(), T_max=3), steps_per_epoch=4, num_steps=12)
+    got = [fn(float(EpochPosition(k // 4, k % 4, 4))) for k in range(12)]
+    for a, b in zip(got, want, strict=True):
+        assert a == pytest.approx(b, rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [(-1, 0, 1), (0, -1, 1), (0, 0, 0), (0.5, 0, 1), (True, 0, 1), (0, 0, 2.0)], ids=repr)
+def test_position_rejects_fields_out_of_range(args):
+    with pytest.raises(ValueError, match="EpochPosition"):
+        EpochPosition(*args)
+
+
+def test_steps_per_epoch_and_step_in_epoch_reject_bad_counts():
+    with pytest.raises(ValueError, match="num_batches"):
+        optimizer_steps_per_epoch(-1)
+    with pytest.raises(ValueError, match="accumulate_grad_batches"):
+        optimizer_steps_per_epoch(4, 0)
+    with pytest.raises(ValueError, match="batch_idx"):
+        step_in_epoch(-1)
+    with pytest.raises(ValueError, match="accumulate_grad_batches"):
+        step_in_epoch(3, 0)

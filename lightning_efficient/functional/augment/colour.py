@@ -3,6 +3,11 @@
 Semantics follow ``torchvision.transforms.v2.functional`` (``adjust_brightness``, ``adjust_saturation``,
 ``adjust_contrast``, ``adjust_sharpness``, ``posterize``, ``solarize``; ``autocontrast`` and ``equalize`` call it
 directly), vectorised over a batch whose samples each have their own factor.
+
+bfloat16 / float16 images are computed in :data:`COLOUR_DTYPE` (float32) and rounded back once. In 8 or 11
+significant bits, the roundings of every step of a blend, a Solarize threshold rounded to the images' dtype and the
+0-255 scaling of Posterize and Equalize give other images than float32 (Equalize's ``x * 255.999`` becomes 256 for
+white pixels, which wrap to black in ``uint8``). float32 and float64 images are computed in their own dtype.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from torchvision.transforms.v2 import functional as TF
 
 from lightning_efficient.functional.augment.params import OPS
 
-__all__ = ["COLOUR_OPS", "apply_colour_op"]
+__all__ = ["COLOUR_DTYPE", "COLOUR_OPS", "apply_colour_op"]
 
 #: The colour operations (indices 6.. of :data:`OPS`).
 COLOUR_OPS: tuple[str, ...] = OPS[6:]
+#: The dtype the colour operations compute in for floating images narrower than it (bfloat16, float16).
+COLOUR_DTYPE = torch.float32
 
 
 def _grayscale(images: Tensor) -> Tensor:
@@ -64,12 +71,21 @@ def apply_colour_op(name: str, images: Tensor, magnitudes: Tensor) -> Tensor:
             ignored by AutoContrast/Equalize).
 
     Returns:
-        ``[B, C, H, W]`` images in ``[0, 1]``, same dtype and device.
+        ``[B, C, H, W]`` images in ``[0, 1]``, same dtype and device. bfloat16 / float16 images are computed in
+        :data:`COLOUR_DTYPE` and rounded back once: ``apply_colour_op(name, x.float(), m).to(x.dtype)``.
 
     Raises:
         ValueError: ``name`` is not a colour operation.
     """
-    img, mag = images, magnitudes
+    if name not in COLOUR_OPS:
+        raise ValueError(f"{name!r} is not a colour operation; choose one of {COLOUR_OPS}.")
+    if images.is_floating_point() and torch.finfo(images.dtype).bits < torch.finfo(COLOUR_DTYPE).bits:
+        return _colour_op(name, images.to(COLOUR_DTYPE), magnitudes).to(images.dtype)
+    return _colour_op(name, images, magnitudes)
+
+
+def _colour_op(name: str, img: Tensor, mag: Tensor) -> Tensor:
+    """:func:`apply_colour_op` in ``img``'s dtype (``[B, C, H, W]`` images, ``[B]`` magnitudes)."""
     if name == "Brightness":
         return _blend(img, torch.zeros((), dtype=img.dtype, device=img.device), 1.0 + mag)
     if name == "Color":
@@ -89,6 +105,4 @@ def apply_colour_op(name: str, images: Tensor, magnitudes: Tensor) -> Tensor:
         return torch.where(img >= t, 1.0 - img, img)
     if name == "AutoContrast":
         return TF.autocontrast(img)
-    if name == "Equalize":
-        return TF.equalize(img)
-    raise ValueError(f"{name!r} is not a colour operation; choose one of {COLOUR_OPS}.")
+    return TF.equalize(img)  # Equalize

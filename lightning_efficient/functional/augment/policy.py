@@ -56,7 +56,8 @@ def apply_policy(
     Returns:
         ``[B, C, H, W]`` images in ``[0, 1]``, same floating dtype (float32 for ``uint8`` input); with
         ``masks``, the tuple ``(images, masks)``. Pixel positions do not depend on the dtype (warps run in
-        float32; colour operations run in the images' dtype).
+        float32); colour operations run in float32 for bfloat16 / float16 images and in the images' dtype for
+        float32 / float64, so each operation gives a half-precision batch float32's result rounded once.
 
     Raises:
         TypeError / ValueError: wrong shapes, dtypes, channel count or interpolation.
