@@ -80,14 +80,17 @@ class Probe(Callback):
     enters the batch pipeline), so that a costly random augmentation falls on both sides.
     """
 
-    def __init__(self, plan: list[Step], serve: Callable[[dict], Optional[list[Step]]], loader: Any = None) -> None:
-        self.plan, self.serve, self.loader = list(plan), serve, loader
+    def __init__(
+        self, plan: list[Step], serve: Callable[[dict], Optional[list[Step]]], loader: Any = None, layouts: bool = True
+    ) -> None:
+        self.plan, self.serve, self.loader, self.layouts = list(plan), serve, loader, layouts
+        self.redone: set[tuple] = set()
         self.side = self.plan[0][0]
         self.tags: list[Optional[tuple]] = []  # the tag of every step run, in order
         self.timeline = StepTimeline(HostClock(), _Steps())  # type: ignore[arg-type]
-        self.seed = int(torch.randint(0, 2**30, ()))
+        self.seed = 0
         self.names: set[str] = set()
-        self.global_step = 0
+        self.per_batch = 1.0
         self._undo: list[Callable[[], None]] = []
 
     def workers(self) -> int:
@@ -95,9 +98,10 @@ class Probe(Callback):
         return (self.plan[0][0] if self.plan else self.side).num_workers or 0
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self.seed = int(torch.randint(0, 2**30, ()))  # inside the fit: tune() sets the RNGs back afterwards
         pipeline = add_stage(trainer, pl_module, "tune-seed", self._seed_batch, "decode")
         self._undo.append(lambda: pipeline.remove("tune-seed"))
-        if any(c.channels_last for c, _ in self.plan):
+        if self.layouts:
             self.names = set(convert_module_to_channels_last(pl_module).converted)
             convert = BatchToChannelsLast()
             add_stage(
@@ -115,7 +119,8 @@ class Probe(Callback):
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.timeline.restart()
         tag = self.plan[0][1] if self.tags and self.plan else None
-        if tag is not None:  # an epoch boundary cut this window: run it again, after the loader's restart
+        if tag is not None and tag not in self.redone:  # an epoch boundary cut this window: again, once
+            self.redone.add(tag)
             done = self.tags.count(tag)
             self.tags = [None if t == tag else t for t in self.tags]
             self.plan[:0] = [(self.side, None)] * (1 + head_start(self.loader)) + [(self.side, tag)] * done
@@ -137,7 +142,8 @@ class Probe(Callback):
         except Exception:  # noqa: BLE001 - an exotic batch: count it as one sample
             samples = 1
         self.timeline.batch_ended(samples)
-        self.global_step = trainer.global_step
+        auto = trainer.lightning_module.automatic_optimization
+        self.per_batch = 1 / trainer.accumulate_grad_batches if auto else trainer.global_step / (len(self.tags) + 1)
         self.tags.append(self.plan.pop(0)[1] if self.plan else None)
         if not self.plan:
             more = self.serve(self.results()) if trainer.world_size == 1 else None
@@ -158,8 +164,7 @@ class Probe(Callback):
                 w = windows.setdefault(tag, [0, 0.0, 0.0, []])
                 w[0], w[1], w[2] = w[0] + samples, w[1] + step_s, w[2] + wait_s
                 w[3].append(step_s)
-        batches = max(len(self.tags), 1)
-        return {**windows, "elapsed": time.perf_counter(), "steps_per_batch": self.global_step / batches}
+        return {**windows, "elapsed": time.perf_counter(), "steps_per_batch": self.per_batch}
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.world_size > 1:  # separate fits only: every rank decides from rank 0's windows

@@ -87,7 +87,10 @@ def kept_callbacks(callbacks: Any, package: Any) -> tuple[list[Any], list[str]]:
     for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks] if callbacks else []:
         types = [(getattr(package.callbacks, c, None) if isinstance(c, str) else c, keep) for c, keep, _ in CALLBACKS]
         keep = next((k for cls, k in types if cls is not None and isinstance(cb, cls)), True)
-        kept.append(cb) if keep else dropped.append(type(cb).__name__)
+        if keep:
+            kept.append(cb)
+        elif not isinstance(cb, ChannelsLast):  # ChannelsLast is a factor, not left out
+            dropped.append(type(cb).__name__)
     return kept, dropped
 
 
@@ -117,6 +120,7 @@ class _Trials:
         self.kept, self.dropped = kept_callbacks(kwargs.get("callbacks"), package)
         self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED}
         self.loaders: dict[int, Any] = {}
+        self.layouts, self.workers = True, []  # channels_last measured or in use; the worker counts measured
         self.world_size, self.overhead_s, self.serial, self.started = 1, 0.0, 0, time.perf_counter()
 
     def switchable(self, req: Request) -> bool:
@@ -151,10 +155,11 @@ class _Trials:
             steps, side = steps + [(cand, (self.serial, name, req.index))] * WINDOW, cand
         return steps
 
-    def fit(self, plan: list[Step], serve: Any) -> Probe:
-        """One measuring fit of a copy of the model, through ``plan`` and ``serve``'s further steps."""
-        first, workers = plan[0][0], {c.num_workers for c, _ in plan} - {None}
-        probe, net = Probe(plan, serve, self._loader(first.num_workers)), copy.deepcopy(self.model)
+    def fit(self, plan: list[Step], serve: Any, switching: bool = False) -> Probe:
+        """One measuring fit of a copy of the model, through ``plan`` and ``serve``'s further steps (``switching``:
+        drawing each batch from the loader of its step's ``num_workers``)."""
+        first, workers = plan[0][0], ({*self.workers, plan[0][0].num_workers} if switching else set()) - {None}
+        probe, net = Probe(plan, serve, self._loader(first.num_workers), self.layouts), copy.deepcopy(self.model)
         if first.compile:
             compile_submodules(net)
         loader = self._loader(first.num_workers)
@@ -247,7 +252,7 @@ class _Trials:
             return self.plan(nxt, last) if self.switchable(nxt) else None
 
         try:
-            self.fit(self.plan(req, None), serve)
+            self.fit(self.plan(req, None), serve, switching=True)
         except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
             if state["req"].kind == "baseline":
                 raise _current_failed(err, state["req"].new) from err
@@ -292,7 +297,7 @@ def _options(device: str, current: Candidate, asked: dict[str, Any], loader: Any
         native = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
         precisions = ["32-true"] + ["bf16-mixed"] * native + ["16-mixed"] * (device == "cuda")
         if not native:
-            notes.append("bf16-mixed not measured: emulated on this CPU (no AVX512-BF16/AMX); precisions=[...] asks")
+            notes.append("bf16-mixed not measured: emulated on this CPU (no AVX512-BF16/AMX); list it among the precisions to measure it")
     elif device != "cuda" and {"16-mixed", "16"} & {str(p) for p in precisions}:
         notes.append("16-mixed not measured: Lightning runs it as bf16-mixed on a CPU (measure 'bf16-mixed')")
         precisions = [p for p in precisions if str(p) not in ("16-mixed", "16")]
@@ -310,7 +315,7 @@ def _options(device: str, current: Candidate, asked: dict[str, Any], loader: Any
     )
     compiled = asked["compile"] if asked["compile"] is not None else device == "cuda"
     if not compiled:
-        notes.append("torch.compile not measured (by default on CUDA only; compile=True asks)")
+        notes.append("torch.compile not measured (by default on CUDA only; ask for compile to measure it)")
     options = {
         "precision": list(dict.fromkeys([current.precision, *precisions])),
         "num_workers": counts,
@@ -335,11 +340,11 @@ def _planned(kwargs: dict[str, Any], loader: Any, planned_steps: Optional[int]) 
     def planned(per_batch: float) -> Optional[int]:
         steps = planned_steps or kwargs.get("max_steps") or -1
         by_steps = int(steps / (per_batch or 1 / (kwargs.get("accumulate_grad_batches") or 1))) if steps > 0 else None
-        per_epoch, limit, epochs = (
-            -(-len(loader) // world) if hasattr(loader, "__len__") else 0,
-            kwargs.get("limit_train_batches"),
-            kwargs.get("max_epochs") or 0,
-        )
+        try:
+            per_epoch = -(-len(loader) // world)
+        except TypeError:  # no __len__, or an IterableDataset's DataLoader
+            per_epoch = 0
+        limit, epochs = kwargs.get("limit_train_batches"), kwargs.get("max_epochs") or 0
         per_epoch = min(per_epoch, limit) if isinstance(limit, int) else int(per_epoch * (limit or 1))
         return min([b for b in (by_steps, epochs * per_epoch if epochs > 0 else None) if b], default=None)
 
@@ -355,7 +360,7 @@ def _check(asked: dict[str, Any], numbers: dict[str, Any], kwargs: dict[str, Any
         check_precision(p, "tune()")
     if not isinstance(asked["channels_last"], bool):
         raise TypeError(f"tune(channels_last={asked['channels_last']!r}): expected True (measure it) or False.")
-    if asked["compile"] not in (None, True, False):
+    if not (asked["compile"] is None or isinstance(asked["compile"], bool)):
         raise TypeError(f"tune(compile={asked['compile']!r}): expected True, False or None (None: on CUDA only).")
     if workers not in (None, True, False) and not isinstance(workers, (list, tuple, range, set)):
         raise TypeError(
@@ -451,8 +456,41 @@ def tune(
         train_dataloaders, datamodule = None, train_dataloaders  # tune(model, dm), as trainer.fit(model, dm)
     if train_dataloaders is not None and datamodule is not None:
         raise ValueError("tune(): pass train_dataloaders or one datamodule, not both (as for Trainer.fit).")
-    with _same_state():  # train_dataloader() or setup() may draw from the global RNGs
-        loader = _training_loader(model, train_dataloaders, datamodule)
+    with _same_state():  # the data hooks, the first sample and the fits may draw from the global RNGs
+        return _tune(
+            model,
+            train_dataloaders,
+            datamodule,
+            package,
+            asked,
+            budget,
+            max_seconds,
+            planned_steps,
+            min_gain,
+            cache,
+            verbose,
+            started,
+            trainer_kwargs,
+        )
+
+
+def _tune(
+    model: Any,
+    train_dataloaders: Any,
+    datamodule: Any,
+    package: Any,
+    asked: dict[str, Any],
+    budget: float,
+    max_seconds: float,
+    planned_steps: Optional[int],
+    min_gain: float,
+    cache: bool,
+    verbose: bool,
+    started: float,
+    trainer_kwargs: dict[str, Any],
+) -> TuneResult:
+    """:func:`tune` once its arguments are checked."""
+    loader = _training_loader(model, train_dataloaders, datamodule)
     if loader is None and train_dataloaders is None and datamodule is None:
         raise ValueError(
             "tune(): no training data: pass train_dataloaders= or datamodule=, or define "
@@ -473,10 +511,13 @@ def tune(
         any(isinstance(c, ChannelsLast) for c in callbacks if isinstance(callbacks, (list, tuple))),
     )
     options, defaults, notes = _options(device, current, asked, loader)
+    trials.layouts, trials.workers = bool(options["channels_last"]) or current.channels_last, options["num_workers"]
     if options["num_workers"]:
         current = Candidate(current.precision, current.channels_last, num_workers=loader.num_workers)
     planned = _planned(trainer_kwargs, loader, planned_steps)
-    store = Store(fingerprint(model, loader, trials.kept, trainer_kwargs, [options, min_gain]), enabled=cache)
+    store = Store(
+        fingerprint(model, loader, trials.kept, trainer_kwargs, [options, min_gain, repr(asked)]), enabled=cache
+    )
     result = store.load(
         lambda r: min(max_seconds, budget * r.step_s * (planned(r.steps_per_batch) or 0)) or max_seconds
     )

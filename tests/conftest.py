@@ -7,9 +7,9 @@ modules (precision, recipe, doctor, cli, demo) stay here. The data is located in
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +20,20 @@ from image_helpers import data
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+# tune()'s stored decisions go to a new, empty folder: no test or notebook (their kernels inherit this process's
+# environment) depends on an earlier run or on the user's own cache.
+os.environ["LIGHTNING_EFFICIENT_CACHE"] = tempfile.mkdtemp(prefix="lightning_efficient_cache_")
+
+
+@pytest.fixture(autouse=True)
+def _empty_tune_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with an empty tune() cache and no result of an earlier test in this process."""
+    from lightning_efficient import tune_result
+
+    monkeypatch.setenv("LIGHTNING_EFFICIENT_CACHE", str(tmp_path / "tune-cache"))
+    tune_result._RECENT.clear()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -130,6 +130,7 @@ def test_digits_fallback_is_a_real_imagefolder(tmp_path):
 
 def test_format_table_has_ratios_and_time_to_the_baselines_top1():
     base = dict(
+        tuning_s=0.0,
         wall_time_s=100.0,
         images_per_s=50.0,
         data_wait_share=0.5,
@@ -139,6 +140,7 @@ def test_format_table_has_ratios_and_time_to_the_baselines_top1():
         top1_curve=[(40.0, 0.2), (70.0, 0.35), (100.0, 0.4)],
     )
     eff = dict(
+        tuning_s=4.0,
         wall_time_s=50.0,
         images_per_s=125.0,
         data_wait_share=0.1,
@@ -152,7 +154,7 @@ def test_format_table_has_ratios_and_time_to_the_baselines_top1():
     assert base["time_to_target_s"] == 100.0 and eff["time_to_target_s"] == 30.0  # first validation >= 0.4
     table = format_table(results)
     assert "2.50x" in table and "0.50x" in table and "0.30x" in table and "bf16-mixed" in table
-    assert len(table.splitlines()) == 8
+    assert len(table.splitlines()) == 9 and "tuning (inside the wall time)" in table
     eff["top1_curve"] = [(15.0, 0.3)]
     demo.add_time_to_target(results)
     assert "not reached" in format_table(results)
@@ -213,9 +215,13 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
         assert len(curve) == 1 and curve[-1][1] == pytest.approx(payload["results"][side]["val_top1"])
     tuned = payload["results"]["efficient"]["tuned"]
     assert tuned["chosen"].startswith(payload["results"]["efficient"]["precision"]) and tuned["tuning_s"] > 0
+    assert set(tuned["measured"]) | set(tuned["by_rule"]) >= {"channels_last"} and tuned["reused_from"] is None
+    assert payload["results"]["efficient"]["tuning_s"] == tuned["tuning_s"] and "measured " in proc.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=420)  # the second run reuses the decision
+    assert again.returncode == 0 and "reused the decision stored in " in again.stdout, again.stderr[-3000:]
 
 
-# ------------------------------------------------------------------------------- fallback data and --help (#12)
+# ------------------------------------------------------------------------------- fallback data and --help
 
 
 def test_missing_scikit_learn_is_the_only_output(monkeypatch, capsys):

@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tune",
         help="measure which settings (precision, channels_last, torch.compile, num_workers) train a torchvision "
         "model fastest on this machine",
-        description="Run lightning_efficient.tune() for a torchvision model by name, on synthetic input (or "
+        description="Run lightning_efficient.tune() for a torchvision model by name (precision, channels_last, "
+        "torch.compile and num_workers), on synthetic input (or "
         "--data): pairs of adjacent timing windows decide each setting, within a time budget (a share of the "
         "planned run, capped); a decision is stored and reused. Prints the table and the recipe() arguments.",
     )

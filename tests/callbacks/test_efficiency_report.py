@@ -92,6 +92,35 @@ def test_fast_loader_is_compute_bound():
     assert report.checks[0].ok is True
 
 
+class SlowCheckpoint(pl.callbacks.ModelCheckpoint):
+    """A checkpoint saved every step that takes 50 ms (a large model on a slow disk)."""
+
+    def on_train_batch_end(self, *args, **kwargs):
+        time.sleep(0.05)
+        super().on_train_batch_end(*args, **kwargs)
+
+
+def test_time_other_callbacks_spend_between_steps_is_not_data_wait(tmp_path, capsys):
+    report = le.EfficiencyReport(skip_first=1)
+    data = TensorDataset(torch.randn(24, 3, 8, 8), torch.randint(0, 2, (24,)))  # in memory: fetching costs ~0
+    ckpt = SlowCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ckpt, report],
+    )
+    trainer.fit(TinyNet(), DataLoader(data, batch_size=4))
+    s = report.summary()
+    assert s["verdict"] == "compute-bound" and s["data_wait_share"] < 0.25, s  # was data-bound: the save counted
+    assert s["other_share"] > 0.5  # at least 50 ms of each step happened in the checkpoint callback
+    assert report.checks[0].ok is True and "raise num_workers" not in report.report()
+    assert "other (transfer, hooks, callbacks)" in capsys.readouterr().out
+
+
 def test_metrics_reach_the_logger(tmp_path):
     report = le.EfficiencyReport(log_every_n_steps=2, skip_first=0, verbose=False)
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 2, (32,)))

@@ -1,4 +1,5 @@
-"""EfficiencyReport points to tune() where a setting's effect depends on the model and hardware (issue #13)."""
+"""EfficiencyReport points to tune() where a setting's effect depends on the model and hardware, and quotes what
+tune() measured where it decided a setting."""
 
 from __future__ import annotations
 
@@ -6,10 +7,23 @@ import math
 
 import pytest
 
-from lightning_efficient import EfficiencyReport, recipe
-from lightning_efficient.functional.efficiency import RunFacts, tune_hints
+from lightning_efficient import EfficiencyReport, TuneResult, recipe
+from lightning_efficient.functional.efficiency import RunFacts, checklist, tune_hints
+from lightning_efficient.functional.tuning import Candidate, Decision
 
 CPU = dict(accelerator="cpu", recommended_precision="32-true")
+
+
+def _result(*decisions: Decision) -> TuneResult:
+    return TuneResult(Candidate(), Candidate(), list(decisions))
+
+
+#: tune() found no gain in bf16-mixed, channels_last or more workers here.
+NO_GAIN = _result(
+    Decision("precision", "bf16-mixed", "32-true", "ruled out", (0.9, 0.92, 0.91)),
+    Decision("channels_last", True, False, "ruled out", (0.95, 0.96, 0.94)),
+    Decision("num_workers", 1, 0, "ruled out", (0.97, 0.98, 0.97)),
+)
 
 
 @pytest.mark.parametrize(
@@ -36,7 +50,7 @@ def test_each_questionable_setting_gets_a_hint_and_the_pointer(facts, share, exp
         RunFacts(
             precision="bf16-mixed", accelerator="cuda", recommended_precision="bf16-mixed", model_channels_last=1.0
         ),
-        RunFacts(precision="bf16-mixed", model_channels_last=1.0, tuned=True, **CPU),  # chosen by tune(): no hint
+        RunFacts(precision="bf16-mixed", model_channels_last=1.0, tuned=NO_GAIN, **CPU),  # tune() measured it
     ],
     ids=["plain", "native-bf16", "on-a-gpu", "tuned"],
 )
@@ -48,24 +62,15 @@ def test_unknown_data_wait_is_not_called_data_bound():
     assert tune_hints(RunFacts(precision="32-true", num_workers=0, **CPU), math.nan) == []
 
 
-def test_recipe_marks_its_report_as_tuned_only_with_a_tune_result():
-    class Result:  # the two members recipe() reads
-        chosen = None
-
-        @staticmethod
-        def recipe_kwargs():
-            return {"precision": "32-true", "channels_last": False}
-
+def test_recipe_gives_its_report_the_tune_result():
     def report(kwargs):
         return next(c for c in kwargs["callbacks"] if isinstance(c, EfficiencyReport))
 
-    assert report(recipe(tune=Result())).tuned is True
-    assert report(recipe()).tuned is False
+    assert report(recipe(tune=NO_GAIN)).tuned is NO_GAIN
+    assert report(recipe()).tuned is None
 
 
-def test_settings_kept_by_tune_are_information_not_failures():
-    from lightning_efficient.functional.efficiency import checklist
-
+def test_settings_tune_found_no_gain_in_are_information_with_the_measured_ratio():
     facts = dict(
         precision="32-true",
         accelerator="cpu",
@@ -74,15 +79,24 @@ def test_settings_kept_by_tune_are_information_not_failures():
         inputs_channels_last=False,
     )
     plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.0)}
-    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.0)}
+    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=NO_GAIN), 0.0)}
     for name in ("mixed precision", "model channels_last", "inputs channels_last"):
         assert plain[name].ok is False and "tune()" not in plain[name].detail
-        assert tuned[name].ok is None and "kept by tune()" in tuned[name].detail
+        assert (
+            tuned[name].ok is None
+            and "tune() measured " in tuned[name].detail
+            and "x over 3 pairs" in tuned[name].detail
+        )
+    assert "precision='bf16-mixed' at 0.91x" in tuned["mixed precision"].detail
+    # The setting tune() ruled out, used anyway: a failure, with the measured ratio and tune()'s choice.
+    against = {c.practice: c for c in checklist(RunFacts(**{**facts, "precision": "bf16-mixed"}, tuned=NO_GAIN), 0.0)}
+    assert (
+        against["mixed precision"].ok is False
+        and against["mixed precision"].advice == "use precision='32-true', as tune() chose"
+    )
 
 
-def test_a_data_bound_run_with_tuned_workers_is_not_told_to_raise_them():
-    from lightning_efficient.functional.efficiency import checklist
-
+def test_a_data_bound_run_with_workers_tune_measured_is_not_told_to_raise_them():
     facts = dict(
         precision="32-true",
         accelerator="cpu",
@@ -92,10 +106,11 @@ def test_a_data_bound_run_with_tuned_workers_is_not_told_to_raise_them():
         suggested_workers=1,
     )
     plain = {c.practice: c for c in checklist(RunFacts(**facts), 0.8)}  # 80% of the step waiting for data
-    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=True), 0.8)}
+    tuned = {c.practice: c for c in checklist(RunFacts(**facts, tuned=NO_GAIN), 0.8)}
     assert plain["DataLoader workers"].ok is False and plain["DataLoader workers"].advice == "DataLoader(num_workers=1)"
     assert "raise num_workers to 1" in plain["input pipeline keeps up"].advice
     assert (
-        tuned["DataLoader workers"].ok is None and "tune() measures num_workers" in tuned["DataLoader workers"].detail
+        tuned["DataLoader workers"].ok is None
+        and "tune() measured num_workers=1 at 0.97x" in tuned["DataLoader workers"].detail
     )
     assert "raise num_workers" not in tuned["input pipeline keeps up"].advice
