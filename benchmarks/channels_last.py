@@ -41,7 +41,7 @@ import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.harness import (
-    BatchClock,
+    StepClock,
     Comparison,
     comparison_table,
     images_per_second,
@@ -93,7 +93,7 @@ def measure_trainer(
 ) -> float:
     """One ``fit`` of ``batches`` batches; returns images/s. Stores ``ChannelsLast.report().summary()`` in reports."""
     torch.manual_seed(0)
-    clock = BatchClock()
+    clock = StepClock()
     callbacks: list[pl.Callback] = [clock]
     layout = ChannelsLast() if channels_last else None
     if layout is not None:
@@ -114,7 +114,7 @@ def measure_trainer(
     trainer.fit(Classifier(arch), loader)
     if layout is not None:
         reports[f"{arch} {precision}"] = layout.report().summary()
-    return images_per_second(clock.ends, skip, batch_size)
+    return clock.images_per_s(skip)
 
 
 def measure_plain(

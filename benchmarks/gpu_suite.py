@@ -67,7 +67,7 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
     RESULTS,
     Classifier,
-    TimedWindow,
+    StepClock,
     comparison_table,
     interleave,
     markdown_table,
@@ -170,7 +170,7 @@ class Suite:
         self, module: pl.LightningModule, loader: DataLoader, precision: str, callbacks: list, steps: int, skip: int
     ) -> tuple[float, float | None]:
         """Train ``steps`` batches; returns (images/s over batches skip..steps-1, peak CUDA MiB or None)."""
-        window = TimedWindow(skip, steps - 1)
+        window = StepClock()
         if self.cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -190,7 +190,7 @@ class Suite:
         )
         trainer.fit(module, loader)
         peak = torch.cuda.max_memory_allocated() / 2**20 if self.cuda else None
-        return window.images_per_s(self.batch_size_of(loader)), peak
+        return window.images_per_s(skip, steps - 1), peak
 
     @staticmethod
     def batch_size_of(loader: DataLoader) -> int:

@@ -90,69 +90,51 @@ def interleave(
     return comp
 
 
-class BatchClock(pl.Callback):
-    """Timestamps (``time.perf_counter``, seconds) of the starts and ends of training batches."""
+class StepClock(pl.Callback):
+    """Per training step: seconds, data-wait seconds and samples, from the package's step timeline (the one
+    EfficiencyReport and tune() use: data wait around the fetch in host time; the step by host time on the CPU,
+    CUDA events on a GPU, read at the end of fit, so nothing synchronizes while training runs)."""
 
     def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
+        self.rows: list[tuple[float, float, int]] = []
 
-    def on_train_batch_start(self, *args, **kwargs) -> None:
-        self.starts.append(time.perf_counter())
-
-    def on_train_batch_end(self, *args, **kwargs) -> None:
-        self.ends.append(time.perf_counter())
-
-
-class TimedWindow(pl.Callback):
-    """Seconds from the end of training batch ``skip - 1`` to the end of batch ``last`` (0-based, per fit).
-
-    On CUDA it synchronizes at those two batch ends only (so the clock reads finished GPU work, and the batches
-    in between run unserialised). ``images_per_s`` is then ``batch_size * (last - skip + 1) / seconds``.
-
-    Raises:
-        ValueError: ``skip < 1`` or ``last < skip``.
-    """
-
-    def __init__(self, skip: int, last: int) -> None:
-        if skip < 1 or last < skip:
-            raise ValueError(f"TimedWindow(skip={skip}, last={last}): need skip >= 1 and last >= skip")
-        self.skip, self.last = skip, last
-        self.t0: float | None = None
-        self.t1: float | None = None
-
-    def _now(self, pl_module: "pl.LightningModule") -> float:
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize(pl_module.device)
-        return time.perf_counter()
+    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = 0.0) -> None:
+        self.rows.append((data_wait_s + transform_s + compute_s + other_s, data_wait_s, samples))
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        self.seen, self.t0, self.t1 = 0, None, None
+        from lightning_efficient.functional.timing import CudaEventClock, HostClock, StepTimeline
+        from lightning_efficient.pipeline import watch_fetch
+
+        self.rows = []
+        clock = CudaEventClock() if pl_module.device.type == "cuda" else HostClock()
+        self.timeline = StepTimeline(clock, self)  # type: ignore[arg-type]
+        self._unwatch = watch_fetch(trainer, self.timeline)
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.timeline.restart()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.timeline.batch_started()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self.seen == self.skip - 1:
-            self.t0 = self._now(pl_module)
-        elif self.seen == self.last:
-            self.t1 = self._now(pl_module)
-        self.seen += 1
+        from pytorch_lightning.utilities.data import extract_batch_size
 
-    def images_per_s(self, batch_size: int) -> float:
-        """Images/s over the window. Raises RuntimeError if the fit did not reach batch ``last``."""
-        if self.t0 is None or self.t1 is None:
-            raise RuntimeError(f"the fit ended before training batch {self.last} (window {self.skip}..{self.last})")
-        return batch_size * (self.last - self.skip + 1) / (self.t1 - self.t0)
+        self.timeline.batch_ended(extract_batch_size(batch))
 
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.timeline.drain(block=True)
+        self._unwatch()
 
-def images_per_second(ends: Sequence[float], skip: int, batch_size: int) -> float:
-    """Images/s over the batches after the first ``skip``: ``batch_size * (k - 1) / (ends[-1] - ends[skip])``.
+    def images_per_s(self, skip: int = 1, last: int | None = None) -> float:
+        """Images/s over steps ``skip .. last`` (0-based, inclusive; default: to the end).
 
-    Raises:
-        ValueError: fewer than ``skip + 2`` batch ends.
-    """
-    timed = list(ends)[skip:]
-    if len(timed) < 2:
-        raise ValueError(f"need at least skip + 2 = {skip + 2} batches to time, got {len(ends)}")
-    return batch_size * (len(timed) - 1) / (timed[-1] - timed[0])
+        Raises:
+            RuntimeError: the fit ran fewer steps.
+        """
+        rows = self.rows[skip : None if last is None else last + 1]
+        if not rows or (last is not None and len(self.rows) <= last):
+            raise RuntimeError(f"the fit ran {len(self.rows)} training steps; steps {skip}..{last} were to be timed")
+        return sum(r[2] for r in rows) / sum(r[0] for r in rows)
 
 
 # ------------------------------------------------------------------ data loading (decoding benchmarks)
@@ -331,3 +313,40 @@ def write_results(
     path.write_text("\n".join(md) + "\n")
     (results_dir / f"{name}.json").write_text(json.dumps({"machine": info, **data}, indent=2, default=str))
     return path
+
+
+def results_dir(dry: bool = False) -> Path:
+    """``benchmarks/results``; for a dry or quick run a folder outside the tracked one (the system's temporary
+    folder), so that a smoke test never overwrites a measured result."""
+    if not dry:
+        return RESULTS
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "lightning_efficient_benchmarks"
+
+
+def machine_kind() -> str:
+    """The kind of machine a figure holds for, e.g. ``"cpu: AMD EPYC, 2 cores, no native bf16"``."""
+    from lightning_efficient.doctor import machine_info
+
+    info = machine_info()
+    if info["gpu"]:
+        return f"gpu: {info['gpu']} x{info['gpus']}"
+    return f"cpu: {info['cpu']}, {info['cpus']} cores, {'native' if info['native_bf16'] else 'no native'} bf16"
+
+
+def append_history(benchmark: str, figures: dict[str, float], dry: bool = False) -> None:
+    """Append one row per figure to ``history.csv`` (date, commit, machine kind, benchmark, figure, value): the
+    run-by-run record, beside the results file each benchmark rewrites."""
+    import csv
+
+    path = results_dir(dry) / "history.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    info = machine()
+    with path.open("a", newline="") as f:
+        out = csv.writer(f)
+        if new:
+            out.writerow(["date", "commit", "machine", "benchmark", "figure", "value"])
+        for name, value in figures.items():
+            out.writerow([info["date"], info["commit"], machine_kind(), benchmark, name, f"{value:.4g}"])

@@ -21,9 +21,8 @@ import torch
 
 from benchmarks.harness import (
     Classifier,
-    BatchClock,
+    StepClock,
     comparison_table,
-    images_per_second,
     interleave,
     markdown_table,
     random_images,
@@ -57,7 +56,7 @@ class TimedReport(EfficiencyReport):
 def fit(with_report: bool, data: TensorDataset, args: argparse.Namespace) -> tuple[float, float]:
     """Returns (images/s over the steady-state batches, hook seconds / step seconds)."""
     torch.manual_seed(0)
-    clock = BatchClock()
+    clock = StepClock()
     callbacks = [ChannelsLast(), clock]
     report = TimedReport(verbose=False, log_every_n_steps=10) if with_report else None
     if report is not None:
@@ -75,8 +74,8 @@ def fit(with_report: bool, data: TensorDataset, args: argparse.Namespace) -> tup
         callbacks=callbacks,
     )
     trainer.fit(Classifier(), DataLoader(data, batch_size=args.batch_size))
-    total = clock.ends[-1] - clock.starts[0]
-    rate = images_per_second(clock.ends, 2, args.batch_size)
+    total = sum(row[0] for row in clock.rows)
+    rate = clock.images_per_s(2)
     share = report.hook_seconds / total if report is not None else 0.0
     return rate, share
 

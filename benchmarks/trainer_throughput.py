@@ -18,9 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.harness import (
     Classifier,
-    BatchClock,
+    StepClock,
     comparison_table,
-    images_per_second,
     interleave,
     random_images,
     write_results,
@@ -30,7 +29,7 @@ from lightning_efficient import recipe
 
 def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size: int) -> float:
     torch.manual_seed(0)
-    clock = BatchClock()
+    clock = StepClock()
     common = dict(
         max_epochs=1,
         limit_train_batches=batches,
@@ -51,7 +50,7 @@ def measure(kind: str, data: TensorDataset, batches: int, skip: int, batch_size:
         trainer = pl.Trainer(**kw)
     loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
     trainer.fit(Classifier(), loader)
-    return images_per_second(clock.ends, skip, batch_size)
+    return clock.images_per_s(skip)
 
 
 def main() -> None:
