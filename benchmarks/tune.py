@@ -53,14 +53,14 @@ EPOCHS, BATCHES = 90, 100  # the planned run
 def setup(key: str, batch: int, quick: bool, tmp: Path) -> tuple[Any, DataLoader, list[Any], dict[str, Any]]:
     """(model, training loader, callbacks, the plan's Trainer arguments) for one row of :data:`MODELS`."""
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, uint8_collate
-    from lightning_efficient.app.tune_cli import synthetic
+    from lightning_efficient.data.samples import repeated_batch
     from lightning_efficient.data import digits_imagefolder
 
     arch, size = MODELS[key]
     size = 32 if quick else size
     model = Classifier(arch, num_classes=10, lr=0.01, cosine_epochs=None)
     if not key.startswith("demo"):
-        return model, DataLoader(synthetic(batch, size, 10, BATCHES), batch_size=batch), [], {"max_epochs": EPOCHS}
+        return model, DataLoader(repeated_batch(batch, size, 10, BATCHES), batch_size=batch), [], {"max_epochs": EPOCHS}
     dataset = FastImageFolder(digits_imagefolder(tmp / f"digits{size}", size=size) / "train", size=size, train=True)
     loader = DataLoader(
         dataset,

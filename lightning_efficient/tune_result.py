@@ -26,11 +26,11 @@ from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
 
 from lightning_efficient.data.loader import with_num_workers
 from lightning_efficient.doctor import machine_info
-from lightning_efficient.functional.tuning import Candidate, Decision, compile_submodules
+from lightning_efficient.functional.tuning import Candidate, Decision, Window, compile_submodules
 
 FORMAT, ENV = 1, "LIGHTNING_EFFICIENT_CACHE"  #: the cache files' format, and the variable that moves the cache
 STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
-_RECENT: list["TuneResult"] = []  # this process's results, newest last (kept with cache=False too)
+RECENT: list["TuneResult"] = []  #: this process's results, newest last (kept with cache=False too)
 
 
 @dataclass
@@ -40,22 +40,17 @@ class TuneResult:
     Attributes:
         current: the user's settings as given; ``chosen``: the settings to train with.
         decisions: one :class:`~lightning_efficient.functional.tuning.Decision` per value tried, in order.
-        step_s: median seconds per training batch of the current settings; ``data_wait``: its share (0-1) spent
-            waiting for data; ``batch_size``: images per batch; ``steps_per_batch``: optimizer steps per batch.
-        planned_batches: training batches of the planned run (``None``: unknown); ``budget_s``: the time budget.
-        tuning_s: seconds tune() took (for a reused decision: the lookup's); ``reused_from``: its cache file.
-        machine: :func:`~lightning_efficient.doctor.machine_info` where it was measured; ``arch``: the model's
-            architecture key (:func:`arch_key`); ``notes``: remarks.
+        baseline: the current settings' :class:`~lightning_efficient.functional.tuning.Window`: median seconds per
+            batch, data-wait share, batch size, the planned run's batches, optimizer steps per batch.
+        budget_s: the time budget; ``tuning_s``: seconds tune() took (reused: the lookup's); ``reused_from``: the
+            cache file; ``machine``: :func:`~lightning_efficient.doctor.machine_info` where it was measured;
+            ``arch``: the model's architecture key (:func:`arch_key`); ``notes``: remarks.
     """
 
     current: Candidate
     chosen: Candidate
     decisions: list[Decision]
-    step_s: float = math.nan
-    data_wait: float = math.nan
-    batch_size: int = 0
-    steps_per_batch: float = 1.0
-    planned_batches: Optional[int] = None
+    baseline: Window = field(default_factory=lambda: Window(math.nan, math.nan, 0, 0.0))
     budget_s: float = math.nan
     tuning_s: float = math.nan
     reused_from: Optional[str] = None
@@ -101,22 +96,19 @@ class TuneResult:
         if self.reused_from:
             head = f"tune(): {self.chosen.label()}, reused from {self.reused_from} (found in {self.tuning_s:.2f} s)"
         else:
-            plan = f"{self.planned_batches} planned batches" if self.planned_batches else "no planned length"
+            base = self.baseline
+            plan = f"{base.planned_batches} planned batches" if base.planned_batches else "no planned length"
             head = (
                 f"tune(): {self.chosen.label()} (estimated {self.speedup:.2f}x the images/s of {self.current.label()})"
-                f"; tuning took {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {self.step_s:.3f} s"
+                f"; tuning took {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {base.step_s:.3f} s"
                 " per batch)"
             )
         lines = [f"- {d.factor}={d.value!r}: {d.reason}" for d in self.decisions] + [f"- {n}" for n in self.notes]
         return "\n".join([head, "", self.table(), "", *lines])
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able (NaN as ``None``); :meth:`from_dict` reads it back."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(
-            current=asdict(self.current), chosen=asdict(self.chosen), decisions=[asdict(d) for d in self.decisions]
-        )
-        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+        """The result as plain data (NaN stays NaN, which :mod:`json` writes and reads); :meth:`from_dict` reads it."""
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TuneResult":
@@ -126,9 +118,11 @@ class TuneResult:
             KeyError, TypeError, ValueError: ``data`` is not such a dict.
         """
         kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        kw.update({k: math.nan for k in ("step_s", "data_wait", "budget_s", "tuning_s") if kw.get(k) is None})
         kw.update(current=Candidate(**data["current"]), chosen=Candidate(**data["chosen"]))
-        kw["decisions"] = [Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]]
+        kw.update(
+            baseline=Window(**data["baseline"]),
+            decisions=[Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]],
+        )
         return cls(**kw)
 
     def to_json(self, **kwargs: Any) -> str:
@@ -150,10 +144,8 @@ class TuneResult:
 
 def cache_dir() -> Path:
     """Where tune() keeps its decisions (see the module docstring)."""
-    root = (
-        os.environ.get(ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lightning_efficient"
-    )
-    return Path(root) / "tune"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get(ENV) or xdg / "lightning_efficient") / "tune"
 
 
 def arch_key(module: torch.nn.Module) -> str:
@@ -175,15 +167,12 @@ def fingerprint(model: Any, loader: Any, callbacks: list[Any], kwargs: Mapping[s
     except Exception as err:  # noqa: BLE001 - no sample to describe: the data part says so
         sample = f"no sample: {type(err).__name__}"
     simple = (int, float, str, bool, type(None))
-    settings = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
+    settings = [getattr(loader, k, None) for k in keys] + [type(getattr(loader, "sampler", None)).__qualname__]
     return {
         "model": [[n, list(t.shape), str(t.dtype)] for n, t in [*model.named_parameters(), *model.named_buffers()]],
         "data": [type(data).__qualname__, len(data) if hasattr(data, "__len__") else None, sample],
-        "loader": [getattr(loader, k, None) for k in settings]
-        + [
-            type(getattr(loader, "sampler", None)).__qualname__,
-            getattr(getattr(loader, "collate_fn", None), "__qualname__", None),
-        ],
+        "loader": [*settings, getattr(getattr(loader, "collate_fn", None), "__qualname__", None)],
         "callbacks": [
             [type(c).__qualname__, {k: v for k, v in vars(c).items() if isinstance(v, simple)}] for c in callbacks
         ],
@@ -202,30 +191,28 @@ class Store:
         digest = hashlib.sha256(self.text.encode()).hexdigest()[:24]
         self.path = cache_dir() / f"{digest}.json" if fp is not None and enabled else None
 
-    def load(self, budget_s: Callable[[TuneResult], float]) -> Optional[TuneResult]:
-        """The stored result; ``None`` if there is none, or it left factors unmeasured that ``budget_s(result)``
-        seconds could now measure (a budget over 1.25x the stored one), or the file is corrupt or another's (then
-        one warning)."""
+    def load(self, planned: Callable[[float], Optional[int]], budget: float, cap: float) -> Optional[TuneResult]:
+        """The stored result; ``None`` if there is none, or it left factors unmeasured that the budget of the plan
+        now (``planned(steps_per_batch)`` batches, ``budget``, capped at ``cap`` seconds) could measure (a budget over 1.25x
+        the stored one), or the file is corrupt or another's (then one warning)."""
         if self.path is None or not self.path.exists():
             return None
         try:
             data = json.loads(self.path.read_text())
-            if (
-                data.get("format") != FORMAT
-                or json.dumps(data["fingerprint"], sort_keys=True, default=str) != self.text
-            ):
+            if data.get("format") != FORMAT or data["fingerprint"] != json.loads(self.text):
                 raise ValueError("written for other settings or by another version")
             result = TuneResult.from_dict(data["result"])
         except (OSError, ValueError, KeyError, TypeError) as err:
-            rank_zero_warn(
+            return rank_zero_warn(
                 f"tune(): ignoring the cache file {self.path} ({type(err).__name__}: {err}); measuring again."
             )
-            return None
-        return None if result.by_rule() and budget_s(result) > 1.25 * result.budget_s else result
+        base = result.baseline
+        budget_s = min(cap, budget * base.step_s * (planned(base.steps_per_batch) or math.inf))
+        return None if result.by_rule() and budget_s > 1.25 * result.budget_s else result
 
     def save(self, result: TuneResult) -> None:
         """Keep ``result`` for this process, and write it (global rank 0 only; an atomic rename)."""
-        _RECENT.append(result)
+        RECENT.append(result)
         if self.path is None or rank_zero_only.rank != 0:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,19 +220,3 @@ class Store:
         with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
             json.dump(payload, f, indent=1, default=str)
         os.replace(f.name, self.path)
-
-
-def decisions_for(module: torch.nn.Module) -> Optional[TuneResult]:
-    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine: this
-    process's, else the cache's; ``None`` if none. EfficiencyReport quotes it, so that its advice never contradicts
-    what tune() measured, however the user applied the choice."""
-    key, here = arch_key(module), machine_info()
-    found = [((math.inf, i), r) for i, r in enumerate(_RECENT) if r.arch == key and r.machine == here]
-    for path in cache_dir().glob("*.json"):
-        try:
-            result = TuneResult.from_dict(json.loads(path.read_text())["result"])
-            if result.arch == key and result.machine == here:
-                found.append(((path.stat().st_mtime, 0), result))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return max(found, key=lambda f: f[0])[1] if found else None

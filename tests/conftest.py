@@ -33,7 +33,7 @@ def _empty_tune_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from lightning_efficient import tune_result
 
     monkeypatch.setenv("LIGHTNING_EFFICIENT_CACHE", str(tmp_path / "tune-cache"))
-    tune_result._RECENT.clear()
+    tune_result.RECENT.clear()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,7 +30,10 @@ import lightning_efficient as le
 from lightning_efficient import tune_probe, tune_result
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.tuning import Candidate, Decision
-from lightning_efficient.tuner import CALLBACKS, WARMUP, kept_callbacks
+from lightning_efficient.callbacks.efficiency_report import decisions_for
+from lightning_efficient.callbacks.roles import ROLES
+from lightning_efficient.tune_probe import WARMUP
+from lightning_efficient.tuner import kept_callbacks
 
 CPU = dict(accelerator="cpu", devices=1, verbose=False)
 ALL = dict(CPU, max_seconds=1e6)  #: no planned length and a budget that affords every pair: all measured
@@ -230,7 +233,7 @@ def test_a_datamodule_and_its_batch_hooks_are_used(as_positional):
     result = le.tune(Net(), *args, datamodule=None if as_positional else dm, num_workers=[0, 1], **ALL)
     assert {"channels_last", "num_workers"} <= set(result.measured())  # uint8 would fail without the hook
     assert dm.calls["transfer"] == dm.calls["after"] > 0
-    assert result.batch_size == BATCH and result.current == Candidate(num_workers=0)
+    assert result.baseline.batch_size == BATCH and result.current == Candidate(num_workers=0)
     with pytest.raises(ValueError, match="not both"):
         le.tune(Net(), dm, datamodule=dm, **NONE)
 
@@ -277,7 +280,7 @@ def test_a_short_reiterable_loader_is_cycled_over_epochs(batches):
             return iter(list(Stream())[:batches])
 
     result = le.tune(Net(), Short(), **ALL)
-    assert _by(result)["channels_last"].ratios and result.step_s > 0
+    assert _by(result)["channels_last"].ratios and result.baseline.step_s > 0
 
 
 def test_an_empty_loader_is_a_clear_error():
@@ -371,10 +374,10 @@ def test_default_precisions_skip_emulated_bf16_and_16_mixed_on_a_cpu_is_not_meas
         assert _by(result)["precision"].value == "bf16-mixed"
     else:
         assert any(n.startswith("bf16-mixed not measured: emulated") for n in result.notes)
-    assert result.planned_batches == 2 * N // BATCH and result.machine["cpus"] >= 1
+    assert result.baseline.planned_batches == 2 * N // BATCH and result.machine["cpus"] >= 1
     assert any("torch.compile not measured" in n for n in result.notes) and result.current.num_workers is None
-    fp16 = le.tune(Net(), _loader(), num_workers=False, precisions=["32-true", "16-mixed"], **NONE)
-    assert any(n.startswith("16-mixed not measured: Lightning runs it as bf16-mixed") for n in fp16.notes)
+    with pytest.raises(ValueError, match="Lightning runs 16-mixed as bf16-mixed on a CPU; measure 'bf16-mixed'"):
+        le.tune(Net(), _loader(), num_workers=False, precisions=["32-true", "16-mixed"], **NONE)
 
 
 @pytest.mark.parametrize(
@@ -383,7 +386,7 @@ def test_default_precisions_skip_emulated_bf16_and_16_mixed_on_a_cpu_is_not_meas
      (dict(max_epochs=3, limit_train_batches=2), 6), (dict(max_steps=6, accumulate_grad_batches=2), 12), ({}, None)],
 )  # fmt: skip
 def test_the_planned_batches(kwargs, planned):
-    assert le.tune(Net(), _loader(), num_workers=False, **kwargs, **NONE).planned_batches == planned
+    assert le.tune(Net(), _loader(), num_workers=False, **kwargs, **NONE).baseline.planned_batches == planned
 
 
 def test_over_budget_the_defaults_of_recipe_apply_and_the_table_says_so():
@@ -400,7 +403,7 @@ def test_over_budget_the_defaults_of_recipe_apply_and_the_table_says_so():
      (dict(precisions="bf16-mixed"), TypeError, r"expected a list, e.g. precisions=\['bf16-mixed'\]"),
      (dict(precision="half"), ValueError, "precision 'half' is not one"),
      (dict(channels_last="yes"), TypeError, r"channels_last='yes'"), (dict(compile=1), TypeError, "compile=1"),
-     (dict(num_workers=4), TypeError, r"num_workers=\[4\]"), (dict(num_workers=[-1]), ValueError, "integers >= 0"),
+     (dict(num_workers=4), TypeError, r"num_workers=\[4\]"), (dict(num_workers=[-1]), TypeError, "counts >= 0"),
      (dict(budget=0), ValueError, r"budget=0\): expected a number in \(0, 1\]"), (dict(budget=5), ValueError, "budget"),
      (dict(max_seconds=-1), ValueError, "max_seconds"), (dict(planned_steps=0), ValueError, "planned_steps=0"),
      (dict(min_gain=True), ValueError, "min_gain")],
@@ -432,14 +435,15 @@ def _instances() -> dict[str, pl.Callback]:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("row", CALLBACKS, ids=lambda row: row[0] if isinstance(row[0], str) else row[0].__name__)
+@pytest.mark.parametrize("row", ROLES, ids=lambda row: row[0])
 def test_each_callback_is_kept_or_dropped_by_its_type_under_any_class_name(row):
-    name, keep, why = row
-    cb = _instances()[name if isinstance(name, str) else name.__name__]
+    name, kind, why = row
+    keep = kind == "step cost"
+    cb = _instances()[name]
     renamed = type("MyProjectsCallback", (type(cb),), {})  # a user's subclass with another name
     cb.__class__ = renamed
     kept, dropped = kept_callbacks([cb], pl)
-    assert (kept == [cb]) == keep and (dropped == ["MyProjectsCallback"]) == (not keep and name != le.ChannelsLast), why
+    assert (kept == [cb]) == keep and (dropped == ["MyProjectsCallback"]) == (not keep and kind != "factor"), why
     assert kept_callbacks([cb], pl)[0] == kept  # deciding does not change the callback
 
 
@@ -461,7 +465,7 @@ def test_a_callback_of_no_listed_type_is_kept_and_runs_as_a_copy(tmp_path):
                      num_workers=False, **ALL)  # fmt: skip
     assert [p.name for p in tmp_path.iterdir()] == ["tune-cache"] and result.current == Candidate(channels_last=True)
     assert Counting.seen_by_copies and not counting.__dict__  # copies ran; the user's instance saw nothing
-    assert "not in the measuring fits: MyCheckpoint, Patience" in str(result)
+    assert "not in the measuring fits: MyCheckpoint, Patience (see callbacks.roles)" in str(result)
 
 
 def test_finders_do_not_run_and_a_batch_size_finder_is_mentioned(monkeypatch):
@@ -517,7 +521,7 @@ def test_manual_optimization_with_two_optimizers_counts_batches_not_optimizer_st
 
     loader = DataLoader(_images(n=4 * BATCH), batch_size=BATCH)  # 4 batches: fewer than a fit's plan
     planned = le.tune(GAN(), loader, num_workers=False, max_steps=40, **NONE)
-    assert planned.steps_per_batch == 2 and planned.planned_batches == 20
+    assert planned.baseline.steps_per_batch == 2 and planned.baseline.planned_batches == 20
     assert _by(le.tune(GAN(), loader, num_workers=False, **ALL))["channels_last"].ratios
 
 
@@ -581,9 +585,9 @@ def test_the_report_never_contradicts_what_tune_measured(how):
     result = _slow_channels_last(tune_result.arch_key(Net()))
     if how == "a later process":
         tune_result.Store({"any": "fingerprint"}).save(result)
-        tune_result._RECENT.clear()  # only the cache file is left
+        tune_result.RECENT.clear()  # only the cache file is left
     elif how != "recipe(tune=result)":
-        tune_result._RECENT.append(result)
+        tune_result.RECENT.append(result)
     kwargs = {"recipe(tune=result)": lambda: le.recipe(tune=result, precision="32-true", stepwise_lr=False),
               "recipe(**kwargs)": lambda: le.recipe(**{**result.recipe_kwargs(), "precision": "32-true"}, stepwise_lr=False),
               "by hand": lambda: {"precision": "32-true", "callbacks": [le.ChannelsLast()]},
@@ -604,9 +608,9 @@ def test_the_cli_advice_is_matched_by_architecture_under_another_attribute_name(
             self.backbone = Net().net
 
     result = _slow_channels_last(tune_result.arch_key(Net()))
-    tune_result._RECENT.append(result)
-    assert tune_result.decisions_for(Other()) is result
-    assert tune_result.decisions_for(nn.Linear(3, 3)) is None
+    tune_result.RECENT.append(result)
+    assert decisions_for(Other()) is result
+    assert decisions_for(nn.Linear(3, 3)) is None
 
 
 # ------------------------------------------------------------------------------------------------ DDP

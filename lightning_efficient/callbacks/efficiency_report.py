@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Union
 
+import json
+
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
+from lightning_efficient.callbacks.roles import role
 from lightning_efficient.data.decode import is_pillow_simd
 from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
 from lightning_efficient.functional.efficiency import (
@@ -26,8 +29,9 @@ from lightning_efficient.functional.efficiency import (
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline
 from lightning_efficient.pipeline import get_pipeline, watch_fetch
+from lightning_efficient.doctor import machine_info
 from lightning_efficient.precision import recommended_precision
-from lightning_efficient.tune_result import decisions_for
+from lightning_efficient.tune_result import RECENT, TuneResult, arch_key, cache_dir
 
 _CPU_AUGMENTATIONS = (
     "AutoAugment",
@@ -126,6 +130,7 @@ class EfficiencyReport(Callback):
         self._inputs_channels_last: Optional[bool] = None
         self._cuda = False
         self._unwatch: Any = None
+        self._between = ""
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
@@ -175,6 +180,9 @@ class EfficiencyReport(Callback):
         self._timeline.drain(block=True)
         self._detach()
         self._figures = self._gather(trainer, pl_module)
+        package = next((p for p in LIGHTNING_PACKAGES if isinstance(trainer, p.Trainer)), pl)
+        busy = [type(c).__name__ for c in trainer.callbacks if role(c, package) in ("writes", "logs", "stops")]
+        self._between = f" (callbacks that work between steps: {', '.join(busy)})" if busy else ""
         facts = self._facts(trainer, pl_module)
         self._checks = checklist(facts, self._figures["data_wait_share"])
         self._hints = tune_hints(facts, self._figures["data_wait_share"])
@@ -215,7 +223,7 @@ class EfficiencyReport(Callback):
             ("step time", f"{1000 * f['step_time_s']:.1f} ms per batch"),
             ("waiting for data", f"{100 * f['data_wait_share']:.1f}% of step time"),
             ("on-device transforms", f"{100 * f['transform_share']:.1f}% of step time"),
-            *[("other (transfer, hooks, callbacks)", f"{100 * f['other_share']:.1f}% of step time")]
+            *[("other (transfer, hooks, callbacks)", f"{100 * f['other_share']:.1f}% of step time{self._between}")]
             * (f["other_share"] >= 0.05),
             ("peak memory", _memory_text(f, self._cuda)),
             ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
@@ -388,3 +396,19 @@ def _cpu_augmentations(dataset: Any) -> tuple[str, ...]:
         if type(t).__name__ in _CPU_AUGMENTATIONS:
             found.append(type(t).__name__)
     return tuple(found)
+
+
+def decisions_for(module: torch.nn.Module) -> Optional[TuneResult]:
+    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine: this
+    process's, else the cache's; ``None`` if none. EfficiencyReport quotes it, so that its advice never contradicts
+    what tune() measured, however the user applied the choice."""
+    key, here = arch_key(module), machine_info()
+    found = [((math.inf, i), r) for i, r in enumerate(RECENT) if r.arch == key and r.machine == here]
+    for path in cache_dir().glob("*.json"):
+        try:
+            result = TuneResult.from_dict(json.loads(path.read_text())["result"])
+            if result.arch == key and result.machine == here:
+                found.append(((path.stat().st_mtime, 0), result))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return max(found, key=lambda f: f[0])[1] if found else None

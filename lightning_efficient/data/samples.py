@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 def balanced_subset(targets: list[int], n: int, seed: int) -> list[int]:
@@ -63,3 +64,14 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
             folder / f"{i:04d}.png"
         )
     return root
+
+
+def repeated_batch(batch_size: int, image_size: int, num_classes: int, batches: int) -> Any:
+    """In-memory data that costs nothing to load: ``batches x batch_size`` items cycling through one seeded batch of
+    images (``float32 [3, image_size, image_size]`` in ``[0, 1)``) and ``int64`` labels."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(batch_size, 3, image_size, image_size, generator=g)
+    images = torch.utils.data.TensorDataset(x, torch.randint(0, num_classes, (batch_size,), generator=g))
+    return torch.utils.data.Subset(images, [i % batch_size for i in range(batches * batch_size)])

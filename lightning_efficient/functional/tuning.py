@@ -93,14 +93,9 @@ def judge(
 
 @dataclass(frozen=True)
 class Decision:
-    """How one value of one factor was decided; the table, JSON and sentences are rendered from these.
-
-    Attributes:
-        factor: one of :data:`FACTORS`; ``value``: the value tried; ``against``: the value in use it was compared with.
-        verdict: ``"kept"``, ``"ruled out"``, ``"undecided"``, ``"not measured"`` or ``"failed"``.
-        ratios: images/s new / old of each pair of adjacent windows (empty if none was measured).
-        reason: one sentence.
-    """
+    """How the ``value`` of one ``factor`` of :data:`FACTORS` was decided ``against`` the value in use: the
+    ``verdict`` (``"kept"``, ``"ruled out"``, ``"undecided"``, ``"not measured"``, ``"failed"``), images/s new / old
+    of each pair of windows (``ratios``) and one sentence (``reason``). The table, JSON and sentences come from it."""
 
     factor: str
     value: Any
@@ -128,8 +123,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class Request:
-    """What :func:`search` asks for: ``"baseline"`` (``new``'s step time after a warm-up) or ``"pair"`` (one more
-    pair of windows of ``new`` and ``old``, ``old`` first when ``index`` is even) for ``factor``."""
+    """What :func:`search` asks for: ``"baseline"`` (``new``'s step time after a warm-up) or ``"pair"`` (pair
+    ``index`` of windows of ``new`` and ``old`` for ``factor``, ``old`` first when ``index`` is even)."""
 
     kind: str
     new: Candidate
@@ -140,9 +135,9 @@ class Request:
 
 @dataclass(frozen=True)
 class Window:
-    """The answer to ``"baseline"``: median seconds per batch, the share (0-1) of it spent waiting for data,
-    images per batch, seconds since tuning began, the planned run's training batches (``None``: unknown) and
-    optimizer steps per batch (all as rank 0 measured them)."""
+    """The answer to ``"baseline"``, as rank 0 measured it: median seconds per batch, their share (0-1) spent
+    waiting for data, images per batch, seconds since tuning began, the planned run's batches, optimizer steps per
+    batch."""
 
     step_s: float
     data_wait: float
@@ -177,19 +172,13 @@ def search(
     max_seconds: float = 60.0,
     min_gain: float = MIN_GAIN,
 ) -> Generator[Request, Any, tuple[Candidate, list[Decision], Window, float]]:
-    """Decide each factor by the rule (the module docstring) within a time budget; returns ``(chosen, decisions,
-    baseline, budget_s)``.
+    """Decide each factor by the rule (the module docstring) within a time budget.
 
-    Args:
-        current: the user's settings: measured first (``"baseline"``), the base of the first comparison.
-        options: for each factor of :data:`FACTORS`, the values to try (missing or empty: not varied).
-        defaults: ``recipe()``'s value per factor, applied where no value of it was measured (over budget).
-        pair_cost: ``pair_cost(request, step_s)``, the estimated seconds of a first pair.
-        budget: share of the planned run's training time (the baseline's ``planned_batches x step_s``) to spend.
-        max_seconds: the budget's cap in seconds, and the budget without a planned length.
-        min_gain: smallest relative gain that counts.
-
-    Yields :class:`Request`; send :class:`Window` / :class:`Pair`, or throw :class:`MeasurementError`.
+    ``current`` is measured first (``"baseline"``). ``options``: the values to try per factor; ``defaults``:
+    ``recipe()``'s value per factor, applied where none was measured; ``pair_cost(request, step_s)``: a first pair's
+    estimated seconds; the budget: ``budget`` of the planned run (the baseline's ``planned_batches x step_s``), at
+    most ``max_seconds`` (the budget without a planned length). Yields :class:`Request`; send :class:`Window` /
+    :class:`Pair`, or throw :class:`MeasurementError`. Returns ``(chosen, decisions, baseline, budget_s)``.
 
     Raises:
         MeasurementError: the baseline itself failed.
