@@ -23,9 +23,10 @@ test: $(STAMP)
 
 # Re-execute every notebook and store its outputs in place (tables, plots, reports as produced on this machine),
 # without per-cell timestamps. Each runs with notebooks/ as its working directory, as under nbmake in `make test`,
-# which re-executes them without writing and fails if one no longer runs.
+# which re-executes them without writing and fails if one no longer runs. tune()'s decisions go to an empty, temporary
+# cache, so that the stored outputs show measurements, not a decision reused from an earlier run.
 notebooks: $(STAMP)
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
+	LIGHTNING_EFFICIENT_CACHE=$$(mktemp -d) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
 
 clean:
 	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png

@@ -1,18 +1,18 @@
 """tune()'s measuring fits: :class:`Trials` serves the requests of :func:`~lightning_efficient.functional.tuning.
-search` with short real fits of copies of the user's model, each run by one callback, :class:`Probe`, through a
-*plan*: steps ``(candidate, tag)``, ``tag`` ``None`` for an untimed step, else the step's timing window. Between
-steps the probe switches channels_last and the loader (:class:`SwitchingLoader`) in place; precision and
-compilation take separate fits, as everything does under DDP. Step seconds come from the step timeline
-(:mod:`lightning_efficient.functional.timing`)."""
+search` with short real fits of copies of the user's model, each run by one callback, :class:`Probe`, through a *plan*:
+steps ``(candidate, tag)``, ``tag`` ``None`` for an untimed step, else the step's timing window. Between steps the
+probe switches channels_last and the loader (:class:`SwitchingLoader`) in place; precision and compilation take
+separate fits, as everything does under DDP. Step seconds come from :mod:`lightning_efficient.functional.timing`."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import random
 import time
 import warnings
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 import numpy as np
 import torch
@@ -23,19 +23,21 @@ from lightning_efficient.data.loader import can_rebuild, with_num_workers
 from lightning_efficient.functional.layout import BatchToChannelsLast, convert_module_to_channels_last
 from lightning_efficient.functional.layout import to_channels_last, to_nchw
 from lightning_efficient.functional.timing import CudaEventClock, HostClock, StepTimeline
-from lightning_efficient.functional.tuning import Candidate, MeasurementError, Pair, Request, Window
-from lightning_efficient.functional.tuning import compile_submodules
+from lightning_efficient.functional.tuning import Candidate, MeasurementError, Pair, Request, Window, compile_submodules
 from lightning_efficient.pipeline import add_stage, watch_fetch
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 
 Step = tuple[Candidate, Optional[tuple]]
 WARMUP, WINDOW = 2, 2  #: untimed steps at the start of a fit, and steps per timing window
 COMPILE_GUESS_S = 30.0  #: seconds a first compilation is assumed to take when budgeting it (unknown before it runs)
-#: Trainer arguments the measuring fits set themselves (the user's others pass through).
-CONTROLLED = set(
-    """max_epochs min_epochs max_steps min_steps max_time limit_train_batches logger limit_val_batches
-num_sanity_val_steps val_check_interval check_val_every_n_epoch enable_checkpointing enable_progress_bar precision
-enable_model_summary callbacks fast_dev_run profiler barebones""".split()
+#: The measuring fits' Trainer arguments (and precision, callbacks, a DummyLogger); CONTROLLED: all those they set.
+FIT_ARGS = dict(enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, max_epochs=10**4)
+FIT_ARGS |= dict(limit_val_batches=0, num_sanity_val_steps=0)
+CONTROLLED = {*FIT_ARGS, *"precision callbacks logger min_epochs max_steps min_steps max_time profiler".split()}
+CONTROLLED |= {"limit_train_batches", "val_check_interval", "check_val_every_n_epoch", "fast_dev_run", "barebones"}
+UINT8_HINT = (
+    "\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the callback "
+    "that turns them into floats to tune() as to your Trainer: callbacks=[GPUAugmentation(...)]."
 )
 
 
@@ -45,10 +47,9 @@ def same_state() -> Iterator[None]:
     cudnn, det = torch.backends.cudnn, torch.are_deterministic_algorithms_enabled()
     flags = cudnn.benchmark, cudnn.deterministic, torch.is_deterministic_algorithms_warn_only_enabled()
     py, npy, matmul = random.getstate(), np.random.get_state(), torch.get_float32_matmul_precision()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     try:
-        with torch.random.fork_rng(
-            devices=list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-        ):
+        with torch.random.fork_rng(devices=devices):
             yield
     finally:
         random.setstate(py)
@@ -73,8 +74,10 @@ class SwitchingLoader:
         iters: dict[int, Iterator] = {}
         for _ in range(len(self)):
             key = self.side()
+            if key not in iters:  # once per loader: iter() starts its workers
+                iters[key] = iter(self.loaders[key])
             try:
-                yield next(iters.setdefault(key, iter(self.loaders[key])))
+                yield next(iters[key])
             except StopIteration:
                 return
 
@@ -84,46 +87,41 @@ def head_start(loader: Any) -> int:
     return (getattr(loader, "num_workers", 0) or 0) * (getattr(loader, "prefetch_factor", None) or 2)
 
 
+def rate(rows: list[tuple[float, float, int]]) -> float:
+    """Images/s of a window's steps ``(seconds, data-wait seconds, images)``."""
+    return sum(r[2] for r in rows) / sum(r[0] for r in rows)
+
+
 class Probe(Callback):
-    """Runs ``plan`` in one fit, then ``serve(windows)``'s further steps until it returns ``None``.
+    """Runs ``plan`` in one fit, then ``serve(windows)``'s further steps until it returns ``None``. ``windows`` maps
+    each completed window's tag to its steps' ``(seconds, data-wait seconds, images)``, ``"elapsed"`` to the seconds
+    since ``started`` (a ``time.perf_counter()`` value) and ``"steps_per_batch"`` to the optimizer steps per batch
+    (under DDP: rank 0's, broadcast at the end of fit). Common random numbers: the ``j``-th steps of the two windows
+    ``(serial, side, i)`` of a pair seed the torch and Python RNGs alike as the batch enters the batch pipeline, so that
+    a costly random augmentation falls on both sides."""
 
-    ``windows`` maps each completed window's tag to ``[images, seconds, data-wait seconds, [seconds per step]]``,
-    ``"elapsed"`` to the seconds since ``started`` (a ``time.perf_counter()`` value) and ``"steps_per_batch"`` to the optimizer steps per batch (under
-    DDP: rank 0's, broadcast at the end of fit). The fit runs without the LR schedulers (they do not change a step's
-    cost; one that monitors a validation metric would fail without validation). Common random numbers: the ``j``-th
-    steps of the two windows ``(serial, side, i)`` of a pair seed the torch and Python RNGs alike as the batch enters
-    the batch pipeline, so that a costly random augmentation falls on both sides.
-    """
-
-    def __init__(self, plan: list[Step], serve: Callable[[dict], Optional[list[Step]]], loader: Any, layouts: bool):
-        self.plan, self.serve, self.loader, self.layouts, self.side = list(plan), serve, loader, layouts, plan[0][0]
+    def __init__(self, plan: list[Step], serve: Callable[[dict], Any], layouts: bool, started: float) -> None:
+        self.plan, self.serve, self.layouts, self.started, self.side = list(plan), serve, layouts, started, plan[0][0]
         self.tags: list[Optional[tuple]] = []  # the tag of every step run, in order
+        self.rows: list[tuple[float, float, int]] = []  # and its (seconds, data-wait seconds, images)
         self.timeline = StepTimeline(HostClock(), self)  # type: ignore[arg-type] - its timer is self.add
-        self.rows: list[tuple[float, float, int]] = []
-        self.names: set[str] = set()
-        self.seed, self.per_batch, self.started, self._undo = 0, 1.0, time.perf_counter(), []
+        self.seed, self.per_batch, self.names, self._undo = 0, 1.0, set(), []
 
     def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = 0) -> None:
         self.rows.append((data_wait_s + transform_s + compute_s + other_s, data_wait_s, samples))
 
-    def workers(self) -> int:
-        """``num_workers`` of the side the next batch feeds (asked by :class:`SwitchingLoader`)."""
-        return (self.plan[0][0] if self.plan else self.side).num_workers or 0
-
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self.seed = int(torch.randint(0, 2**30, ()))  # inside the fit: tune() sets the RNGs back afterwards
-        pipeline = add_stage(trainer, pl_module, "tune-seed", self._seed_batch, "decode")
-        self._undo.append(lambda: pipeline.remove("tune-seed"))
+        stages = {"tune-seed": (self._seed_batch, "decode")}
         if self.layouts:
             self.names, convert = set(convert_module_to_channels_last(pl_module).converted), BatchToChannelsLast()
-            add_stage(
-                trainer, pl_module, "tune-layout", lambda b, i: convert(b) if self.side.channels_last else b, "layout"
-            )
-            self._undo.append(lambda: pipeline.remove("tune-layout"))
+            stages["tune-layout"] = (lambda b, i: convert(b) if self.side.channels_last else b, "layout")
             self._layout(pl_module, [], self.side.channels_last)
+        for name, (fn, kind) in stages.items():
+            self._undo.append(functools.partial(add_stage(trainer, pl_module, name, fn, kind).remove, name))
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        trainer.strategy.lr_scheduler_configs = []
+        trainer.strategy.lr_scheduler_configs = []  # no LR scheduler: one monitoring a validation metric would fail
         self.timeline.clock = CudaEventClock() if pl_module.device.type == "cuda" else HostClock()
         self._undo.append(watch_fetch(trainer, self.timeline))
 
@@ -141,10 +139,9 @@ class Probe(Callback):
         self.timeline.batch_started()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        try:
+        samples = 1  # an exotic batch counts as one sample
+        with contextlib.suppress(Exception):
             samples = int(extract_batch_size(batch))
-        except Exception:  # noqa: BLE001 - an exotic batch: count it as one sample
-            samples = 1
         self.timeline.batch_ended(samples)
         self.tags.append(self.plan.pop(0)[1] if self.plan else None)
         steps = trainer.global_step / len(self.tags)
@@ -160,10 +157,9 @@ class Probe(Callback):
         """The windows measured so far (see the class docstring); reads the step clock (CUDA: waits for it)."""
         self.timeline.drain(block=True)
         windows: dict[Any, Any] = {"elapsed": time.perf_counter() - self.started, "steps_per_batch": self.per_batch}
-        for tag, (step_s, wait_s, samples) in zip(self.tags, self.rows):
+        for tag, row in zip(self.tags, self.rows, strict=False):
             if tag is not None:
-                w = windows.setdefault(tag, [0, 0.0, 0.0, []])
-                w[0], w[1], w[2], _ = w[0] + samples, w[1] + step_s, w[2] + wait_s, w[3].append(step_s)
+                windows.setdefault(tag, []).append(row)
         return windows
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -194,14 +190,14 @@ class Trials:
     def __init__(self, model: Any, train: Any, dm: Any, loader: Any, kwargs: dict, package: Any, kept: list) -> None:
         self.model, self.loader, self.package, self.kept = model, loader, package, kept
         self.data = {k: v for k, v in (("train_dataloaders", train), ("datamodule", dm)) if v is not None}
-        self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED}
+        logger = __import__(f"{package.__name__}.loggers.logger", fromlist=["_"]).DummyLogger()
+        self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED} | dict(FIT_ARGS, logger=logger)
         self.loaders: dict[int, Any] = {}
         self.layouts, self.workers = True, []  # channels_last measured or in use; the worker counts measured
         self.world_size, self.overhead_s, self.serial, self.started = 1, 0.0, 0, time.perf_counter()
 
     def switchable(self, req: Request) -> bool:
-        """Whether one fit switches between ``req.new`` and ``req.old``: one process, one precision, no compilation,
-        and a rebuildable loader where the worker counts differ."""
+        """Whether one fit switches ``req``'s sides: one process and precision, no compile, rebuildable loaders."""
         new, old = req.new, req.old
         rebuild = new.num_workers == old.num_workers or (self.loader is not None and not can_rebuild(self.loader))
         return self.world_size == 1 and new.precision == old.precision and not (new.compile or old.compile) and rebuild
@@ -231,119 +227,81 @@ class Trials:
             steps, side = steps + [(cand, (self.serial, name, req.index))] * WINDOW, cand
         return steps
 
-    def fit(self, plan: list[Step], serve: Any, switching: bool = False) -> None:
-        """One measuring fit of a copy of the model, through ``plan`` and ``serve``'s further steps (``switching``:
-        each batch from the loader of its step's ``num_workers``)."""
+    def fit(self, plan: list[Step], serve: Callable[[dict], Any], switching: bool = False) -> None:
+        """Fit a model copy through ``plan``, then ``serve``'s steps (``switching``: a loader per worker count)."""
         first, net = plan[0][0], copy.deepcopy(self.model)
+        probe = Probe(plan, serve, self.layouts, self.started)
         workers = ({*self.workers, first.num_workers} if switching else set()) - {None}
-        probe = Probe(plan, serve, self._loader(first.num_workers), self.layouts)
-        probe.started = self.started
+        loader = self._loader(first.num_workers)
+        if len(workers) > 1:
+            loader = SwitchingLoader({w: self._loader(w) for w in workers}, lambda: probe.side.num_workers or 0)
         if first.compile:
             compile_submodules(net)
-        loader = probe.loader
-        if len(workers) > 1:
-            loader = SwitchingLoader({w: self._loader(w) for w in workers}, probe.workers)
         data = self.data
-        if loader is not self.loader and "train_dataloaders" in self.data:
+        if loader is not self.loader and "train_dataloaders" in data:
             data = {"train_dataloaders": loader}
-        elif loader is not self.loader:  # a datamodule's or the model's train_dataloader(): a copy returns ``loader``
-            owner = copy.copy(self.data.get("datamodule", net))
-            owner.train_dataloader = lambda: loader
-            net, data = (net, {"datamodule": owner}) if "datamodule" in self.data else (owner, {})
-        logger = __import__(f"{self.package.__name__}.loggers.logger", fromlist=["_"]).DummyLogger()
+        elif loader is not self.loader:  # train_dataloader() of a copy of the datamodule, or of the model's copy
+            data = {"datamodule": copy.copy(data["datamodule"])} if data else {}
+            data.get("datamodule", net).train_dataloader = lambda: loader
+        callbacks = [*map(copy.deepcopy, self.kept), probe]
         with no_lightning_info(), quiet_lightning(), warnings.catch_warnings(), same_state():
             warnings.filterwarnings("ignore", category=UserWarning, module=r"(pytorch_lightning|lightning\.pytorch)")
-            off = dict(enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-            off.update(logger=logger, limit_val_batches=0, num_sanity_val_steps=0, max_epochs=10**4, **self.fixed)
-            trainer = self.package.Trainer(
-                precision=first.precision, callbacks=[*map(copy.deepcopy, self.kept), probe], **off
-            )
+            trainer = self.package.Trainer(precision=first.precision, callbacks=callbacks, **self.fixed)
             self.world_size, started = trainer.world_size, time.perf_counter()
             trainer.fit(net, **data)
         if probe.plan:
-            ran = len(probe.tags)
-            raise MeasurementError(
-                f"the training data ran out after {ran} batches; tune() needs {ran + len(probe.plan)}"
-            )
+            ran, needed = len(probe.tags), len(probe.tags) + len(probe.plan)
+            raise MeasurementError(f"the training data ran out after {ran} batches; tune() needs {needed}")
         self.overhead_s = max(0.0, time.perf_counter() - started - sum(r[0] for r in probe.rows))
-
-    def answer(self, req: Request, windows: dict, planned: Callable[[float], Optional[int]]) -> Any:
-        """The :class:`Window` or :class:`Pair` of ``req`` from a probe's windows."""
-        mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
-        elapsed, per_batch = windows["elapsed"], windows["steps_per_batch"]
-        if req.kind == "pair":
-            return Pair(mine["new"][0] / mine["new"][1], mine["old"][0] / mine["old"][1], elapsed)
-        images, seconds, wait, steps = mine["base"]
-        step_s = sorted(steps)[len(steps) // 2]
-        return Window(step_s, wait / seconds, round(images / len(steps)), elapsed, planned(per_batch), per_batch)
 
     def separate(self, req: Request) -> Pair:
         """One pair as two separate fits (``old`` first for an even ``index``), each a warm-up and a window."""
-        got: dict[Candidate, dict] = {}
+        rates, warmup_s, elapsed = {}, {}, 0.0
         for cand in (req.old, req.new)[:: 1 if req.index % 2 == 0 else -1]:
             self.serial += 1
-            tags = (self.serial, "warm", 0), (self.serial, "w", 0)
-            self.fit([(cand, tags[0])] * WARMUP + [(cand, tags[1])] * WINDOW, lambda w, c=cand: got.update({c: w}))
-            got[cand] = {
-                "rate": got[cand][tags[1]][0] / got[cand][tags[1]][1],
-                "warm": got[cand][tags[0]][1],
-                "end": got[cand]["elapsed"],
-            }
-        new, old = got[req.new], got[req.old]
-        return Pair(new["rate"], old["rate"], max(new["end"], old["end"]), new["warm"], old["warm"])
+            warm, window, got = (self.serial, "warm", 0), (self.serial, "window", 0), {}
+            self.fit([(cand, warm)] * WARMUP + [(cand, window)] * WINDOW, got.update)
+            rates[cand], warmup_s[cand], elapsed = rate(got[window]), sum(r[0] for r in got[warm]), got["elapsed"]
+        return Pair(rates[req.new], rates[req.old], elapsed, warmup_s[req.new], warmup_s[req.old])
 
-    def run(self, gen: Any, planned: Callable[[float], Optional[int]]) -> Any:
-        """Drive :func:`search` to its end: in one fit while its requests switch in place, else separate fits."""
-        req = next(gen)
-        try:
-            while True:
-                if req.kind == "baseline" or self.switchable(req):
-                    req = self._in_fit(gen, req, planned)
-                    continue
-                try:
-                    answer = self.separate(req)
-                except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
-                    req = gen.throw(MeasurementError(error_text(err)))
-                else:
-                    req = gen.send(answer)
-        except StopIteration as stop:
-            return stop.value
-
-    def _in_fit(self, gen: Any, req: Request, planned: Callable[[float], Optional[int]]) -> Request:
-        """Serve ``req``, and the switchable requests after it, in one fit; returns the next request."""
-        state: dict[str, Any] = {"req": req, "stop": None}
-
-        def serve(windows: dict) -> Optional[list[Step]]:
-            done = state["req"]
+    def run(self, gen: Generator, planned: Callable[[float], Optional[int]]) -> Any:
+        """Drive :func:`search` to its end and return its value: requests that switch in place are served in one fit
+        (the baseline starts one), the others as separate fits; ``planned(steps_per_batch)``: the planned batches.
+        Raises RuntimeError if the current settings fail to train (the baseline's fit raised)."""
+        self.gen, self.planned, self.req, self.done = gen, planned, next(gen), None
+        while self.done is None:
+            req = self.req
             try:
-                state["req"] = nxt = gen.send(self.answer(done, windows, planned))
-            except StopIteration as stop:
-                state["stop"] = stop
-                return None
-            last = done.new if done.kind == "baseline" or done.index % 2 == 0 else done.old
-            return self.plan(nxt, last) if self.switchable(nxt) else None
+                if req.kind == "baseline" or self.switchable(req):
+                    self.fit(self.plan(req, None), self._serve, switching=True)
+                else:
+                    self._reply(self.separate(req))
+            except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
+                why = f"{type(err).__name__}: {err}".split("\n")[0][:300]
+                if self.req.kind != "baseline":
+                    self._reply(MeasurementError(why))
+                    continue
+                why += UINT8_HINT * any(word in str(err) for word in ("Byte", "uint8", "unsigned char"))
+                raise RuntimeError(f"tune(): the current settings ({req.new.label()}) fail to train: {why}") from err
+        return self.done
 
+    def _serve(self, windows: dict) -> Optional[list[Step]]:
+        """Answer the request just measured from ``windows``; the next one's steps if it switches in place, or None."""
+        done, elapsed, per_batch = self.req, windows["elapsed"], windows["steps_per_batch"]
+        mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
+        if done.kind == "pair":
+            answer = Pair(rate(mine["new"]), rate(mine["old"]), elapsed)
+        else:
+            seconds, waits, images = zip(*mine["base"], strict=True)
+            step_s, batch_size = sorted(seconds)[len(seconds) // 2], round(sum(images) / len(seconds))
+            answer = Window(step_s, sum(waits) / sum(seconds), batch_size, elapsed, self.planned(per_batch), per_batch)
+        self._reply(answer)
+        side = done.new if done.kind == "baseline" or done.index % 2 == 0 else done.old
+        return self.plan(self.req, side) if self.done is None and self.switchable(self.req) else None
+
+    def _reply(self, answer: Any) -> None:
+        """Send ``answer`` to the search (throw it, if an exception); keep its next request, or its value at the end."""
         try:
-            self.fit(self.plan(req, None), serve, switching=True)
-        except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
-            if state["req"].kind == "baseline":
-                text = f"tune(): the current settings ({req.new.label()}) fail to train: {error_text(err)}"
-                raise RuntimeError(text + uint8_hint(err)) from err
-            return gen.throw(MeasurementError(error_text(err)))
-        if state["stop"] is not None:
-            raise state["stop"]
-        return state["req"]
-
-
-def error_text(err: BaseException) -> str:
-    """``"ExceptionType: first line of the message"``, at most 300 characters."""
-    return f"{type(err).__name__}: {err}".split("\n")[0][:300]
-
-
-def uint8_hint(err: BaseException) -> str:
-    """Where the converting callback goes, for an error that looks like uint8 batches reaching the model."""
-    uint8 = any(word in str(err) for word in ("Byte", "uint8", "unsigned char"))
-    return uint8 * (
-        "\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the callback "
-        "that turns them into floats to tune() as to your Trainer: callbacks=[GPUAugmentation(...)]."
-    )
+            self.req = self.gen.throw(answer) if isinstance(answer, Exception) else self.gen.send(answer)
+        except StopIteration as stop:
+            self.done = stop.value

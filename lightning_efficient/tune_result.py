@@ -1,13 +1,10 @@
-"""What :func:`~lightning_efficient.tune` chose (:class:`TuneResult`), and where its decisions are kept for reuse.
-
-A decision is reused while nothing it depends on changed: its :func:`fingerprint` holds the model's architecture
-(parameter and buffer names, shapes, dtypes), the data (dataset class and length, the first sample's shapes and
-dtypes through the collate function), the loader's settings, the kept callbacks (types and settings), the Trainer
-arguments that change a step's cost, the hardware and software (:func:`~lightning_efficient.doctor.machine_info`),
-and the candidates and ``min_gain``. Each is stored as ``<cache>/tune/<hash>.json``, where ``<cache>`` is
-``$LIGHTNING_EFFICIENT_CACHE`` if set, else ``$XDG_CACHE_HOME/lightning_efficient`` (``~/.cache/...``). Only global
-rank 0 writes, through an atomic rename.
-"""
+"""What :func:`~lightning_efficient.tune` chose (:class:`TuneResult`), and where its decisions are kept for reuse. A
+decision is reused while nothing it depends on changed: its :func:`fingerprint` holds the model's architecture
+(parameter and buffer names, shapes, dtypes), the data (dataset class and length, the first sample's shapes and dtypes
+through the collate function), the loader's settings, the kept callbacks (types and settings), the Trainer arguments
+that change a step's cost, the hardware and software (:func:`~lightning_efficient.doctor.machine_info`), and the
+candidates and ``min_gain``. Each is stored as ``<cache>/tune/<hash>.json``, where ``<cache>`` is
+``$LIGHTNING_EFFICIENT_CACHE`` if set, else ``$XDG_CACHE_HOME/lightning_efficient`` (``~/.cache/...``)."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ class TuneResult:
     Attributes:
         current: the user's settings as given; ``chosen``: the settings to train with.
         decisions: one :class:`~lightning_efficient.functional.tuning.Decision` per value tried, in order.
-        baseline: the current settings' :class:`~lightning_efficient.functional.tuning.Window`: median seconds per
-            batch, data-wait share, batch size, the planned run's batches, optimizer steps per batch.
+        baseline: what the current settings measured, a :class:`~lightning_efficient.functional.tuning.Window`.
         budget_s: the time budget; ``tuning_s``: seconds tune() took (reused: the lookup's); ``reused_from``: the
             cache file; ``machine``: :func:`~lightning_efficient.doctor.machine_info` where it was measured;
             ``arch``: the model's architecture key (:func:`arch_key`); ``notes``: remarks.
@@ -86,23 +82,18 @@ class TuneResult:
         for d in self.decisions:
             (lo, hi), gain = d.interval, f"{d.gain:.2f}x" if d.ratios else "-"
             span = f"{lo:.2f}-{hi:.2f}x" if math.isfinite(lo) else "-"
-            verdict = (
-                f"not measured: default {getattr(self.chosen, d.factor)}" if d.verdict == "not measured" else d.verdict
-            )
+            verdict = d.verdict + f": default {getattr(self.chosen, d.factor)}" * (d.verdict == "not measured")
             lines.append(f"| {d.factor} | {d.value} | {d.against} | {len(d.ratios)} | {gain} | {span} | {verdict} |")
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        base, head = self.baseline, f"tune(): {self.chosen.label()}"
         if self.reused_from:
-            head = f"tune(): {self.chosen.label()}, reused from {self.reused_from} (found in {self.tuning_s:.2f} s)"
+            head += f", reused from {self.reused_from} (found in {self.tuning_s:.2f} s)"
         else:
-            base = self.baseline
             plan = f"{base.planned_batches} planned batches" if base.planned_batches else "no planned length"
-            head = (
-                f"tune(): {self.chosen.label()} (estimated {self.speedup:.2f}x the images/s of {self.current.label()})"
-                f"; tuning took {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {base.step_s:.3f} s"
-                " per batch)"
-            )
+            head += f" (estimated {self.speedup:.2f}x the images/s of {self.current.label()}); tuning took"
+            head += f" {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {base.step_s:.3f} s per batch)"
         lines = [f"- {d.factor}={d.value!r}: {d.reason}" for d in self.decisions] + [f"- {n}" for n in self.notes]
         return "\n".join([head, "", self.table(), "", *lines])
 
@@ -112,17 +103,10 @@ class TuneResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TuneResult":
-        """The result :meth:`to_dict` wrote.
-
-        Raises:
-            KeyError, TypeError, ValueError: ``data`` is not such a dict.
-        """
+        """The result :meth:`to_dict` wrote; raises KeyError, TypeError or ValueError if ``data`` is not such a dict."""
         kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        kw.update(current=Candidate(**data["current"]), chosen=Candidate(**data["chosen"]))
-        kw.update(
-            baseline=Window(**data["baseline"]),
-            decisions=[Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]],
-        )
+        kw |= {k: kind(**data[k]) for k, kind in (("current", Candidate), ("chosen", Candidate), ("baseline", Window))}
+        kw["decisions"] = [Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]]
         return cls(**kw)
 
     def to_json(self, **kwargs: Any) -> str:
@@ -137,9 +121,8 @@ class TuneResult:
 
     def dataloader(self, loader: Any) -> Any:
         """``loader`` rebuilt with the chosen ``num_workers`` (same dataset, sampler, collate...), or ``loader``."""
-        if self.chosen.num_workers is None or getattr(loader, "num_workers", None) == self.chosen.num_workers:
-            return loader
-        return with_num_workers(loader, self.chosen.num_workers)
+        workers = self.chosen.num_workers
+        return loader if workers in (None, getattr(loader, "num_workers", None)) else with_num_workers(loader, workers)
 
 
 def cache_dir() -> Path:
@@ -167,15 +150,14 @@ def fingerprint(model: Any, loader: Any, callbacks: list[Any], kwargs: Mapping[s
     except Exception as err:  # noqa: BLE001 - no sample to describe: the data part says so
         sample = f"no sample: {type(err).__name__}"
     simple = (int, float, str, bool, type(None))
+    kept = [[type(c).__qualname__, {k: v for k, v in vars(c).items() if isinstance(v, simple)}] for c in callbacks]
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
     settings = [getattr(loader, k, None) for k in keys] + [type(getattr(loader, "sampler", None)).__qualname__]
     return {
         "model": [[n, list(t.shape), str(t.dtype)] for n, t in [*model.named_parameters(), *model.named_buffers()]],
         "data": [type(data).__qualname__, len(data) if hasattr(data, "__len__") else None, sample],
         "loader": [*settings, getattr(getattr(loader, "collate_fn", None), "__qualname__", None)],
-        "callbacks": [
-            [type(c).__qualname__, {k: v for k, v in vars(c).items() if isinstance(v, simple)}] for c in callbacks
-        ],
+        "callbacks": kept,
         "trainer": {k: str(kwargs.get(k)) for k in STEP_COST_ARGS},
         "options": options,
         "machine": machine_info(),
@@ -193,8 +175,8 @@ class Store:
 
     def load(self, planned: Callable[[float], Optional[int]], budget: float, cap: float) -> Optional[TuneResult]:
         """The stored result; ``None`` if there is none, or it left factors unmeasured that the budget of the plan
-        now (``planned(steps_per_batch)`` batches, ``budget``, capped at ``cap`` seconds) could measure (a budget over 1.25x
-        the stored one), or the file is corrupt or another's (then one warning)."""
+        now (``planned(steps_per_batch)`` batches, ``budget``, capped at ``cap`` seconds) could measure (a budget
+        over 1.25x the stored one), or the file is corrupt or another's (then one warning)."""
         if self.path is None or not self.path.exists():
             return None
         try:
@@ -203,11 +185,9 @@ class Store:
                 raise ValueError("written for other settings or by another version")
             result = TuneResult.from_dict(data["result"])
         except (OSError, ValueError, KeyError, TypeError) as err:
-            return rank_zero_warn(
-                f"tune(): ignoring the cache file {self.path} ({type(err).__name__}: {err}); measuring again."
-            )
-        base = result.baseline
-        budget_s = min(cap, budget * base.step_s * (planned(base.steps_per_batch) or math.inf))
+            why = f"{type(err).__name__}: {err}"
+            return rank_zero_warn(f"tune(): ignoring the cache file {self.path} ({why}); measuring again.")
+        budget_s = min(cap, budget * result.baseline.step_s * (planned(result.baseline.steps_per_batch) or math.inf))
         return None if result.by_rule() and budget_s > 1.25 * result.budget_s else result
 
     def save(self, result: TuneResult) -> None:
@@ -216,7 +196,6 @@ class Store:
         if self.path is None or rank_zero_only.rank != 0:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"format": FORMAT, "fingerprint": self.fp, "result": result.to_dict()}
         with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:
-            json.dump(payload, f, indent=1, default=str)
+            json.dump({"format": FORMAT, "fingerprint": self.fp, "result": result.to_dict()}, f, indent=1, default=str)
         os.replace(f.name, self.path)

@@ -1,13 +1,10 @@
-"""``tune()``: measure the practices on the user's own model, data and hardware, within a time budget.
-
-The rule lives in :mod:`lightning_efficient.functional.tuning`, the measuring fits in
-:mod:`lightning_efficient.tune_probe`, the result and its reuse in :mod:`lightning_efficient.tune_result`.
-"""
+"""``tune()``: measure the practices on the user's own model, data and hardware, within a time budget. The rule, the
+fits and the result live in :mod:`lightning_efficient.functional.tuning`, ``tune_probe`` and ``tune_result``."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
@@ -45,15 +42,11 @@ def _check(asked: dict[str, Any], numbers: dict[str, Any], kwargs: dict[str, Any
     for name in ("channels_last", "compile"):
         if not (isinstance(asked[name], bool) or asked[name] is None and name == "compile"):
             raise TypeError(f"tune({name}={asked[name]!r}): expected True or False" + " or None" * (name == "compile"))
-    counts = (
-        workers if isinstance(workers, (list, tuple, range, set)) else [0] if workers in (None, True, False) else [-1]
-    )
-    if any(type(n) is not int or n < 0 for n in counts):
+    listed = isinstance(workers, (list, tuple, range, set))
+    if workers not in (None, True, False) and not (listed and all(type(n) is int and n >= 0 for n in workers)):
         example = [workers] if isinstance(workers, int) else [0, 1]
-        raise TypeError(
-            f"tune(num_workers={workers!r}): expected a list of counts >= 0, e.g. num_workers={example}, "
-            "False to keep the loader's, or None for the defaults."
-        )
+        fix = f"e.g. num_workers={example}, False to keep the loader's, or None for the defaults"
+        raise TypeError(f"tune(num_workers={workers!r}): expected a list of counts >= 0, {fix}.")
     ranges = {"budget": (0.0, 1.0, "a number in (0, 1]"), "max_seconds": (0.0, 1e12, "a number of seconds > 0")}
     ranges |= {"min_gain": (-1e-12, 1.0, "a number in [0, 1)"), "planned_steps": (0.0, 1e12, "an int >= 1")}
     for name, value in numbers.items():
@@ -63,15 +56,14 @@ def _check(asked: dict[str, Any], numbers: dict[str, Any], kwargs: dict[str, Any
             raise ValueError(f"tune({name}={value!r}): expected {text}.")
 
 
-def _options(device: str, current: Candidate, asked: dict[str, Any], loader: Any) -> tuple[dict, dict, list[str]]:
+def _options(device: str, precision: str, asked: dict[str, Any], loader: Any) -> tuple[dict, dict, list[str]]:
     """The values to try per factor, ``recipe()``'s default of each (where it is among them), and notes."""
     notes, precisions, workers, cpus = [], asked["precisions"], asked["num_workers"], available_cpus()
     native = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
     if precisions is None:
         precisions = ["32-true"] + ["bf16-mixed"] * native + ["16-mixed"] * (device == "cuda")
-        notes += ["bf16-mixed not measured: emulated on this CPU (no AVX512-BF16/AMX); list it to measure it"] * (
-            not native
-        )
+        if not native:
+            notes.append("bf16-mixed not measured: emulated on this CPU (no AVX512-BF16/AMX); list it to measure it")
     why = can_rebuild(loader) if loader is not None else "the training loader is built inside the Trainer"
     if workers is not False and why:
         notes.append(f"num_workers not measured: {why}")
@@ -80,17 +72,15 @@ def _options(device: str, current: Candidate, asked: dict[str, Any], loader: Any
     counts = set(workers) if workers not in (None, True, False) else {0, cpus // 4, cpus // 2, max(cpus - 1, 0)}
     compiled = asked["compile"] if asked["compile"] is not None else device == "cuda"
     notes += ["torch.compile not measured (by default on CUDA only; ask for it to measure it)"] * (not compiled)
-    options = {"precision": list(dict.fromkeys([current.precision, *precisions])), "compile": [False, True] * compiled}
-    options |= {
-        "num_workers": sorted(counts) * (workers is not False and not why),
-        "channels_last": [False, True] * asked["channels_last"],
-    }
+    options = {"precision": list(dict.fromkeys([precision, *precisions])), "compile": [False, True] * compiled}
+    options["num_workers"] = sorted(counts) * (workers is not False and not why)
+    options["channels_last"] = [False, True] * asked["channels_last"]
     defaults = {"precision": recommended_precision(device), "channels_last": True, "compile": False}
     defaults["num_workers"] = suggest_loader_kwargs(cuda=device == "cuda").kwargs["num_workers"]
     return options, {k: v for k, v in defaults.items() if v in options[k]}, notes
 
 
-def _planned(kwargs: dict[str, Any], loader: Any, planned_steps: Optional[int]) -> Any:
+def _planned(kwargs: dict[str, Any], loader: Any, planned_steps: Optional[int]) -> Callable[[float], Optional[int]]:
     """``planned(optimizer_steps_per_batch)``: training batches of the planned run per process (``None``: unknown),
     from ``planned_steps`` or ``max_steps`` (optimizer steps) and ``max_epochs`` x batches per epoch."""
     devices, limit, epochs = kwargs.get("devices", 1), kwargs.get("limit_train_batches"), kwargs.get("max_epochs") or 0
@@ -100,22 +90,26 @@ def _planned(kwargs: dict[str, Any], loader: Any, planned_steps: Optional[int]) 
     except TypeError:  # no __len__, or an IterableDataset's DataLoader
         per_epoch = 0
     per_epoch = min(per_epoch, limit) if isinstance(limit, int) else int(per_epoch * (limit or 1))
-    steps = planned_steps or kwargs.get("max_steps") or -1
-    by_epochs = epochs * per_epoch if epochs > 0 and per_epoch else None
-    return lambda per_batch: min(
-        [b for b in (int(steps / per_batch) if steps > 0 else None, by_epochs) if b], default=None
-    )
+    steps, by_epochs = planned_steps or kwargs.get("max_steps") or -1, max(epochs, 0) * per_epoch
+    return lambda per_batch: min(filter(None, [int(steps / per_batch) if steps > 0 else None, by_epochs]), default=None)
 
 
 def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any:
-    """The training loader as Lightning would get it, or ``None`` where only the Trainer can build it."""
+    """The training loader as Lightning would get it, or ``None`` where only the Trainer can build it; ValueError if
+    there is no training data at all, or a one-shot iterator (tuning would use it up)."""
     if train_dataloaders is None and datamodule is not None:
         datamodule.prepare_data()
         datamodule.setup("fit")
     try:
-        return train_dataloaders if train_dataloaders is not None else (datamodule or model).train_dataloader()
+        loader = train_dataloaders if train_dataloaders is not None else (datamodule or model).train_dataloader()
     except Exception:  # noqa: BLE001 - e.g. a hook that needs self.trainer, or none at all
-        return None
+        loader = None
+    if loader is None and train_dataloaders is None and datamodule is None:
+        raise ValueError("tune(): no training data: pass train_dataloaders or datamodule, or define train_dataloader()")
+    if hasattr(loader, "__next__") and iter(loader) is loader:
+        why = "tuning would use it up; pass a DataLoader or an iterable that restarts"
+        raise ValueError(f"tune(): the training data is a one-shot iterator ({type(loader).__name__}): {why}.")
+    return loader
 
 
 def tune(
@@ -137,44 +131,38 @@ def tune(
 ) -> TuneResult:
     """Measure which settings train ``model`` fastest here, on its own data, within a time budget; change nothing.
 
-    Factors: ``channels_last`` on/off and the training loader's ``num_workers`` (switched in place in one fit),
-    ``precision`` (``32-true``; ``bf16-mixed`` where the hardware runs it natively; ``16-mixed`` on CUDA) and
-    ``torch.compile`` (on CUDA by default), as alternating short fits. Each is decided by the rule of
-    :mod:`lightning_efficient.functional.tuning`; one the budget cannot afford takes ``recipe()``'s default. The
-    budget: ``budget`` of the planned run (its training batches times the current settings' median step time),
-    at most ``max_seconds``. A decision is stored and reused while nothing it depends on changed
-    (:mod:`lightning_efficient.tune_result`). Callbacks are kept or left out by type (:mod:`lightning_efficient.callbacks.roles`); the
-    measuring fits run without validation, checkpoints and LR schedulers, with a dummy logger.
+    Factors: ``channels_last`` and the loader's ``num_workers`` (switched in place in one fit), ``precision`` and
+    ``torch.compile`` (alternating short fits), decided by the rule in :mod:`lightning_efficient.functional.tuning`; one
+    the budget cannot afford takes ``recipe()``'s default. A decision is reused while nothing it depends on changed
+    (:mod:`lightning_efficient.tune_result`). The fits run with the callbacks :mod:`lightning_efficient.callbacks.roles`
+    keeps and a dummy logger, without validation, checkpoints and LR schedulers.
 
     Args:
         model: your LightningModule (copies are trained, never it).
         train_dataloaders, datamodule: your training data, as for ``Trainer.fit``.
-        precisions: precisions to try; default: those the hardware runs natively.
+        precisions: to try (default ``32-true``, ``bf16-mixed`` if the hardware runs it natively, ``16-mixed`` on CUDA).
         channels_last: measure ChannelsLast on and off (``False``: keep as given).
         compile: measure ``torch.compile``; ``None``: on CUDA only.
         num_workers: counts to try; ``None``: 0, a quarter, half and all but one of the CPUs; ``False``: keep.
-        budget: share (0-1] of the planned run's training time to spend; ``max_seconds``: its cap, and the budget
-            without a planned length; ``planned_steps``: optimizer steps of the run (default: ``max_steps`` or
-            ``max_epochs`` x batches per epoch).
+        budget: share (0-1] of the planned run's training time (its batches x the current settings' median step
+            time) to spend; ``max_seconds``: its cap, and the budget without a planned length; ``planned_steps``:
+            optimizer steps of the run (default: ``max_steps`` or ``max_epochs`` x batches per epoch).
         min_gain: smallest relative gain that counts.
         cache: reuse a stored decision and store this one; ``verbose``: print the table (rank zero).
         **trainer_kwargs: the ``Trainer`` arguments of your real run; its ``precision`` and a ChannelsLast among
             its ``callbacks`` are the current settings.
 
-    Returns:
-        A :class:`~lightning_efficient.TuneResult` (``recipe(tune=result)``, ``prepare_model``, ``dataloader``).
-
     Raises:
         TypeError: ``model`` is not a LightningModule, a Trainer argument no Trainer takes, a choice of a wrong kind.
-        ValueError: a number out of range, a precision Lightning does not accept, two data sources or none, or a
-            one-shot iterator.
+        ValueError: a number out of range, a precision Lightning rejects, two data sources or none, a one-shot iterator.
         RuntimeError: the current settings themselves fail to train.
 
-    Example::
+    Returns:
+        A :class:`~lightning_efficient.TuneResult`, to train with, e.g.::
 
-        result = tune(model, train_loader, max_epochs=10)
-        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
-        trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
+            result = tune(model, train_loader, max_epochs=10)
+            trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+            trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
     """
     started = time.perf_counter()
     package = next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)
@@ -192,44 +180,28 @@ def tune(
         raise ValueError("tune(): pass train_dataloaders or one datamodule, not both (as for Trainer.fit).")
     with same_state():  # the data hooks, the first sample and the fits may draw from the global RNGs
         loader = _training_loader(model, train_dataloaders, datamodule)
-        if loader is None and train_dataloaders is None and datamodule is None:
-            raise ValueError(
-                "tune(): no training data: pass train_dataloaders or datamodule, or define train_dataloader()."
-            )
-        if loader is not None and hasattr(loader, "__next__") and iter(loader) is loader:
-            name = type(loader).__name__
-            raise ValueError(
-                f"tune(): the training data is a one-shot iterator ({name}): tuning would use it up; pass "
-                "a DataLoader or an iterable that restarts."
-            )
         callbacks = trainer_kwargs.get("callbacks") or []
         callbacks = callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]
         cl = any(isinstance(c, ChannelsLast) for c in callbacks)
-        current = Candidate(str(trainer_kwargs.get("precision") or "32-true"), cl)
-        options, defaults, notes = _options("cuda" if cuda else "cpu", current, asked, loader)
-        if options["num_workers"]:
-            current = Candidate(current.precision, cl, num_workers=loader.num_workers)
+        precision = str(trainer_kwargs.get("precision") or "32-true")
+        options, defaults, notes = _options("cuda" if cuda else "cpu", precision, asked, loader)
+        current = Candidate(precision, cl, num_workers=loader.num_workers if options["num_workers"] else None)
         kept, dropped = kept_callbacks(callbacks, package)
-        trials = Trials(model, train_dataloaders, datamodule, loader, trainer_kwargs, package, kept)
-        trials.layouts, trials.workers = bool(options["channels_last"]) or cl, options["num_workers"]
+        notes += [f"not in the measuring fits: {', '.join(sorted(set(dropped)))} (see callbacks.roles)"] * bool(dropped)
         planned = _planned(trainer_kwargs, loader, planned_steps)
         store = Store(fingerprint(model, loader, kept, trainer_kwargs, [options, min_gain, repr(asked)]), cache)
         result = store.load(planned, budget, max_seconds)
         if result is not None:
             result.reused_from, result.tuning_s = str(store.path), time.perf_counter() - started
         else:
+            trials = Trials(model, train_dataloaders, datamodule, loader, trainer_kwargs, package, kept)
+            trials.layouts, trials.workers = bool(options["channels_last"]) or cl, options["num_workers"]
             gen = search(current, options, defaults, trials.pair_cost, budget, max_seconds, min_gain)
-            chosen, decisions, base, budget_s = trials.run(gen, planned)
-            if "BatchSizeFinder" in dropped:
-                notes.append(
-                    f"tune() measured the loader's batch size ({base.batch_size}); your BatchSizeFinder "
-                    "may choose another, with other step times"
-                )
-            notes += [f"not in the measuring fits: {', '.join(sorted(set(dropped)))} (see callbacks.roles)"] * bool(
-                dropped
-            )
-            result = TuneResult(current, chosen, decisions, base, budget_s, time.perf_counter() - started, notes=notes)
+            result = TuneResult(current, *trials.run(gen, planned), time.perf_counter() - started, notes=notes)
             result.machine, result.arch = (store.fp or {}).get("machine", {}), (store.fp or {}).get("arch", "")
+            if "BatchSizeFinder" in dropped:
+                size = f"tune() measured the loader's batch size ({result.baseline.batch_size})"
+                result.notes.append(f"{size}; your BatchSizeFinder may choose another, with other step times")
             store.save(result)
     if verbose:
         rank_zero_only(print)(result)

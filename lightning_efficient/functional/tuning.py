@@ -1,9 +1,9 @@
 """tune()'s decision rule, its records and its search, without a Trainer or a clock.
 
 **The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of
-one factor (precision, channels_last, ``num_workers``, compile) is measured in *pairs* of adjacent timing windows,
-the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio of images/s,
-new / old. After ``min_pairs`` pairs, and after every pair from then on, the change is
+one factor (precision, channels_last, ``num_workers``, compile) is measured in *pairs* of adjacent timing windows, the
+change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio of images/s, new / old.
+After ``min_pairs`` pairs, and after every pair from then on, the change is
 
 - **kept** when the geometric mean of the ratios exceeds ``1 + min_gain`` and its lower confidence bound exceeds 1;
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
@@ -12,13 +12,13 @@ new / old. After ``min_pairs`` pairs, and after every pair from then on, the cha
 The bounds are one-sided Student's t bounds on the log ratios at 95% *over all the looks* (Bonferroni: each of the
 ``max_pairs - min_pairs + 1`` looks at ``1 - 0.05 / looks``), so that measuring until the rule decides keeps a change
 that gains nothing at most 5% of the time. A change the time budget cannot afford ``min_pairs`` pairs of is **not
-measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it. More
-DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain``
-(Amdahl's law: they can at most remove the wait). A compilation is charged to the planned run (amortised).
+measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it. More DataLoader
+workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl's law: they
+can at most remove the wait). A compilation is charged to the planned run (amortised).
 
-:func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair`
-answers (or thrown :class:`MeasurementError`), so that ``lightning_efficient.tuner`` measures and this module
-decides. Units: images/s, seconds, training batches.
+:func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair` answers
+(or thrown :class:`MeasurementError`), so that ``lightning_efficient.tuner`` measures and this module decides. Units:
+images/s, seconds, training batches.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ MIN_GAIN, MIN_PAIRS, MAX_PAIRS, LEVEL = 0.02, 3, 8, 0.95  #: the rule's defaults
 @dataclass(frozen=True)
 class Candidate:
     """One configuration of the factors: Lightning's ``precision`` string, ``channels_last`` (the ChannelsLast
-    callback), ``compile`` (:func:`compile_submodules`) and the training loader's ``num_workers`` (``None``: as
-    the user's loader)."""
+    callback), ``compile`` (:func:`compile_submodules`), the training loader's ``num_workers`` (``None``: as given)."""
 
     precision: str = "32-true"
     channels_last: bool = False
@@ -77,9 +76,7 @@ def bounds(ratios: Sequence[float], looks: int = MAX_PAIRS - MIN_PAIRS + 1) -> t
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def judge(
-    ratios: Sequence[float], min_gain: float = MIN_GAIN, min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS
-) -> str:
+def judge(ratios: Sequence[float], min_gain=MIN_GAIN, min_pairs=MIN_PAIRS, max_pairs=MAX_PAIRS) -> str:
     """The rule: ``"kept"``, ``"ruled out"``, ``"undecided"``, or ``"more"`` (measure one more pair)."""
     if len(ratios) < min_pairs:
         return "more"
@@ -135,9 +132,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Window:
-    """The answer to ``"baseline"``, as rank 0 measured it: median seconds per batch, their share (0-1) spent
-    waiting for data, images per batch, seconds since tuning began, the planned run's batches, optimizer steps per
-    batch."""
+    """The answer to ``"baseline"``, as rank 0 measured it: median seconds per batch, their share (0-1) spent waiting
+    for data, images per batch, seconds since tuning began, the planned run's batches, optimizer steps per batch."""
 
     step_s: float
     data_wait: float
@@ -172,17 +168,12 @@ def search(
     max_seconds: float = 60.0,
     min_gain: float = MIN_GAIN,
 ) -> Generator[Request, Any, tuple[Candidate, list[Decision], Window, float]]:
-    """Decide each factor by the rule (the module docstring) within a time budget.
-
-    ``current`` is measured first (``"baseline"``). ``options``: the values to try per factor; ``defaults``:
+    """Decide each factor by the rule (the module docstring) within a time budget: ``budget`` of the planned run
+    (the baseline's ``planned_batches x step_s``), at most ``max_seconds`` (the budget without a planned length).
+    ``current`` is measured first (``"baseline"``); ``options``: the values to try per factor; ``defaults``:
     ``recipe()``'s value per factor, applied where none was measured; ``pair_cost(request, step_s)``: a first pair's
-    estimated seconds; the budget: ``budget`` of the planned run (the baseline's ``planned_batches x step_s``), at
-    most ``max_seconds`` (the budget without a planned length). Yields :class:`Request`; send :class:`Window` /
-    :class:`Pair`, or throw :class:`MeasurementError`. Returns ``(chosen, decisions, baseline, budget_s)``.
-
-    Raises:
-        MeasurementError: the baseline itself failed.
-    """
+    estimated seconds. Returns ``(chosen, decisions, baseline, budget_s)``; raises MeasurementError if the baseline
+    itself failed."""
     base: Window = yield Request("baseline", current, current)
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
@@ -202,8 +193,7 @@ def search(
                 why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {budget_s - elapsed:.1f} s left"
                 decisions.append(Decision(factor, value, getattr(old, factor), "not measured", reason=why))
                 continue
-            ratios: list[float] = []
-            verdict, why = "more", f"{MAX_PAIRS} pairs"
+            ratios, verdict, why = [], "more", f"{MAX_PAIRS} pairs"
             while verdict == "more":
                 try:
                     pair: Pair = yield Request("pair", new, old, factor, len(ratios))
@@ -222,8 +212,7 @@ def search(
             reason = text.get(verdict, f"undecided after {why}; the setting in use stays")
             decisions.append(replace(d, reason=f"{d.describe()}: {reason}" if ratios else reason))
             best = new if verdict == "kept" else best
-        tried = [d for d in decisions if d.factor == factor]
-        if tried and all(d.verdict == "not measured" for d in tried) and factor in defaults:
+        if factor in defaults and {d.verdict for d in decisions if d.factor == factor} == {"not measured"}:
             best = replace(best, **{factor: defaults[factor]})  # recipe()'s default, until a longer plan measures it
     return best, decisions, base, budget_s
 
