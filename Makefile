@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
 
-.PHONY: demo test notebooks setup clean
+.PHONY: demo test notebooks docs setup clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,11 @@ test: $(STAMP)
 # cache, so that the stored outputs show measurements, not a decision reused from an earlier run.
 notebooks: $(STAMP)
 	LIGHTNING_EFFICIENT_CACHE=$$(mktemp -d) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
+
+# The documentation site (MkDocs + Material) into site/, offline and strict: a broken link or reference, a docstring
+# warning or an asset loaded from the network fails the build. Notebooks are rendered with their stored outputs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png

@@ -33,6 +33,7 @@ with keep_lightning_logging():
     from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
     from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
     from lightning_efficient.callbacks.gpu_decode import GPUDecode
+    from lightning_efficient.callbacks.progressive_resize import ProgressiveResize
     from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
     from lightning_efficient.data.decode import ImageDecodeError, pil_flavour
     from lightning_efficient.data.folder import FastImageFolder, uint8_collate
@@ -58,6 +59,7 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "ImageDecodeError",
+    "ProgressiveResize",
     "StepwiseLR",
     "TuneResult",
     "doctor_report",

@@ -12,8 +12,9 @@ predict), in this fixed order, whatever the order of the Trainer's ``callbacks``
     on_after_batch_transfer, wrapped by the pipeline:
         1. "decode"  stages   GPUDecode: EncodedImages -> uint8 [B, 3, H, W] on the device
         2. the user's own on_after_batch_transfer (the module's or datamodule's; identity if not overridden)
-        3. "augment" stages   GPUAugmentation: uint8 -> float in [0, 1], augment (training only), normalise, cast
-        4. "layout"  stages   ChannelsLast: floating-point 4-D tensors -> torch.channels_last
+        3. "resize"  stages   ProgressiveResize: training images to the scheduled side (training only)
+        4. "augment" stages   GPUAugmentation: uint8 -> float in [0, 1], augment (training only), normalise, cast
+        5. "layout"  stages   ChannelsLast: floating-point 4-D tensors -> torch.channels_last
     on_train_batch_start (callbacks), then training_step / validation_step / ...
 
 Why this order:
@@ -66,7 +67,7 @@ BatchTransform = Callable[[Any, int], Any]
 """A stage's function: ``fn(batch, dataloader_idx) -> batch`` (the same signature as ``on_after_batch_transfer``)."""
 
 #: Kinds of stage, in the order they run.
-STAGE_KINDS: tuple[str, ...] = ("decode", "augment", "layout")
+STAGE_KINDS: tuple[str, ...] = ("decode", "resize", "augment", "layout")
 #: Kinds that run before the user's own ``on_after_batch_transfer``; the others run after it.
 BEFORE_USER_HOOK: frozenset[str] = frozenset({"decode"})
 

@@ -11,6 +11,7 @@ from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
+from lightning_efficient.callbacks.progressive_resize import ProgressiveResize
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.precision import recommended_precision
 
@@ -37,6 +38,7 @@ def recipe(
     stepwise_lr: bool = True,
     efficiency_report: bool = True,
     augmentation: Union[None, str, Any] = None,
+    progressive_resize: Union[bool, Any] = False,
     callbacks: Sequence[Callback] = (),
     tune: Any = None,
     **trainer_kwargs: Any,
@@ -63,6 +65,8 @@ def recipe(
         stepwise_lr, efficiency_report: include that callback.
         augmentation: None, a preset name or module for :class:`GPUAugmentation`, or a ready
             :class:`GPUAugmentation` instance.
+        progressive_resize: ``True`` for :class:`~lightning_efficient.ProgressiveResize` with its defaults, or a ready
+            instance; off by default (it changes what the model sees).
         callbacks: your own callbacks (of either Lightning package), kept first, in order.
         tune: a :class:`~lightning_efficient.TuneResult`, whose measured choice sets the defaults above.
         **trainer_kwargs: any other ``Trainer`` argument (e.g. ``max_epochs=10``), passed through.
@@ -73,7 +77,8 @@ def recipe(
     Raises:
         TypeError: a keyword that no installed Lightning ``Trainer`` takes (the message names the close ones).
         ValueError: an unknown accelerator name.
-        TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`.
+        TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`, or ``progressive_resize`` is neither a
+            bool nor a :class:`~lightning_efficient.ProgressiveResize`.
 
     Example::
 
@@ -98,6 +103,12 @@ def recipe(
     cbs: list[Callback] = list(callbacks)
     if augmentation is not None:
         cbs.append(augmentation if isinstance(augmentation, GPUAugmentation) else GPUAugmentation(augmentation))
+    if not isinstance(progressive_resize, (bool, ProgressiveResize)):
+        raise TypeError(
+            f"recipe(progressive_resize={progressive_resize!r}): expected True, False or a ProgressiveResize."
+        )
+    if progressive_resize:
+        cbs.append(progressive_resize if isinstance(progressive_resize, ProgressiveResize) else ProgressiveResize())
     if channels_last:
         cbs.append(ChannelsLast())
     if stepwise_lr:

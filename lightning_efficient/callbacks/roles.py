@@ -2,7 +2,8 @@
 along in its measuring fits) and EfficiencyReport (which callbacks spend time between steps) read.
 
 Roles: ``"step cost"`` (changes the cost of a training step: augmentation, layout, decoding, frozen layers,
-gradient accumulation, weight averaging, pruning), ``"writes"``, ``"stops"``, ``"searches"``, ``"logs"``, and
+gradient accumulation, weight averaging, pruning), ``"writes"``, ``"stops"``, ``"searches"``, ``"logs"``,
+``"resizes"`` (changes what the model sees over the run; tune() measures without it, at the final size) and
 ``"factor"`` (a setting tune() measures itself). A callback of no listed type has the role ``"step cost"``.
 """
 
@@ -36,6 +37,7 @@ ROLES: tuple[tuple[str, str, str], ...] = (
     ("GPUDecode", "step cost", "decodes on the device"),
     ("GPUAugmentation", "step cost", "augments on the device"),
     ("ChannelsLast", "factor", "a setting tune() measures itself"),
+    ("ProgressiveResize", "resizes", "changes the image size over the run (tune() measures at the final size)"),
 )
 
 

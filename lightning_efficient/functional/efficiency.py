@@ -172,6 +172,8 @@ class RunFacts:
         pillow_simd: whether the installed PIL is Pillow-SIMD.
         decodes_images: whether the training dataset decodes image files (ImageFolder-like).
         epochs: training epochs run.
+        image_side: the side of the last training images under ProgressiveResize, pixels (None: not resized);
+            ``images_per_s_by_side``: ``(side, training images/s)`` per side it trained at.
         tuned: what :func:`~lightning_efficient.tune` measured for this model on this machine (an object with
             ``decisions``, e.g. a ``TuneResult``), or ``None``: where it decided a setting, the checklist quotes
             the measured ratio instead of the general advice.
@@ -193,6 +195,8 @@ class RunFacts:
     pillow_simd: bool = False
     decodes_images: bool = False
     epochs: int = 1
+    image_side: Optional[int] = None
+    images_per_s_by_side: tuple[tuple[int, float], ...] = ()
     tuned: Any = None
 
 
@@ -350,6 +354,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
                 PILLOW_SIMD_INSTALL,
             )
         )
+    if facts.image_side is not None:
+        rates = ", ".join(f"{side} px {rate:.1f}" for side, rate in facts.images_per_s_by_side) or "none measured"
+        checks.append(Check("progressive resizing", None, f"now {facts.image_side} px; images/s by side: {rates}"))
     return checks
 
 

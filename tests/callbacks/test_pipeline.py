@@ -117,7 +117,7 @@ def test_bad_stage_installs_nothing():
     with pytest.raises(TypeError, match="callable"):
         add_stage(trainer, model, "x", "not callable", "layout")
     assert get_pipeline(model) is None and "on_after_batch_transfer" not in model.__dict__
-    assert STAGE_KINDS == ("decode", "augment", "layout")
+    assert STAGE_KINDS == ("decode", "resize", "augment", "layout")
 
 
 def test_same_name_replaces():

@@ -1,0 +1,179 @@
+"""MkDocs hooks of the documentation site (mkdocs.yml: ``hooks: [docs/hooks.py]``).
+
+- ``on_files``: adds ``benchmarks/results/*`` (pages ``benchmarks/<name>.md``, their images and JSON) and
+  ``notebooks/*.ipynb`` (rendered by mkdocs-jupyter with their stored outputs) to the site from where they live
+  in the repository, so they are never duplicated under ``docs/`` in git; and checks that every public name of
+  ``lightning_efficient.__all__`` has an API entry (``::: lightning_efficient.<name>`` in ``docs/api/*.md``).
+- ``on_page_markdown``: a note on each results page saying which repository file it is; nested lists indented
+  by 2 spaces (as GitHub reads them) made readable for Python-Markdown.
+- ``on_page_content``: removes the CDN scripts (MathJax, Mermaid) that nbconvert's template adds to every
+  notebook page (the notebooks use neither), and rebuilds a notebook page's table of contents from its headings.
+- ``on_post_build``: fails the build (a warning, under ``--strict``) if any built page or stylesheet still
+  loads a script, stylesheet, font or image from the network, so the site keeps working offline.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files, InclusionLevel
+from mkdocs.structure.toc import get_toc
+
+log = logging.getLogger("mkdocs.hooks.lightning_efficient")
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+NOTEBOOKS = ROOT / "notebooks"
+PACKAGE_INIT = ROOT / "lightning_efficient" / "__init__.py"
+API_DIR = Path(__file__).resolve().parent / "api"
+
+RESULT_SUFFIXES = {".md", ".png", ".svg", ".jpg", ".json"}
+NOT_DOCUMENTED = {"__version__"}  # in __all__, but not an object with a docstring
+
+
+def _add(files: Files, config, src_uri: str, path: Path) -> None:
+    if files.get_file_from_path(src_uri) is not None:
+        log.warning("%s exists in docs/ and in %s: keep it in one place", src_uri, path.relative_to(ROOT))
+        return
+    if path == ROOT / src_uri:
+        # Same relative path as in the repository (the notebooks): a plain File rooted at the repository, as
+        # mkdocs-jupyter finds a notebook's path through the file's src_dir (it does not see generated files).
+        file = File(src_uri, src_dir=str(ROOT), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls)
+    else:
+        # NOT_IN_NAV: results files that the nav does not list are still built, without a warning.
+        file = File.generated(config, src_uri, abs_src_path=str(path), inclusion=InclusionLevel.NOT_IN_NAV)
+    files.append(file)
+
+
+def _public_names() -> list[str]:
+    tree = ast.parse(PACKAGE_INIT.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return [ast.literal_eval(e) for e in node.value.elts]
+    return []
+
+
+def _check_api_coverage() -> None:
+    documented = set()
+    for page in API_DIR.glob("*.md"):
+        # e.g. "::: lightning_efficient.ChannelsLast", or "::: lightning_efficient.recipe.recipe" (the function;
+        # "lightning_efficient.recipe" is the module of the same name)
+        ids = re.findall(r"^:::\s*(lightning_efficient(?:\.\w+)+)\s*$", page.read_text(), re.MULTILINE)
+        documented |= {i.rsplit(".", 1)[-1] for i in ids}
+    missing = [n for n in _public_names() if n not in documented and n not in NOT_DOCUMENTED]
+    if missing:
+        log.warning(
+            "public names without an API entry: %s; add '::: lightning_efficient.<name>' to a page in docs/api/",
+            ", ".join(missing),
+        )
+
+
+# Before mkdocs-jupyter's on_files (priority 0), which turns .ipynb files into pages.
+@event_priority(100)
+def on_files(files: Files, config) -> Files:
+    for path in sorted(RESULTS.rglob("*")):  # subfolders too (e.g. results/gpu/ -> benchmarks/gpu/)
+        if path.is_file() and path.suffix in RESULT_SUFFIXES:
+            _add(files, config, f"benchmarks/{path.relative_to(RESULTS).as_posix()}", path)
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        _add(files, config, f"notebooks/{path.name}", path)
+    _check_api_coverage()
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    src = page.file.src_uri
+    if src.startswith("benchmarks/") and src != "benchmarks/index.md":
+        name = src.split("/", 1)[1]  # e.g. "tune.md" or "gpu/input_pipeline.md"
+        raw = Path(name).with_suffix(".json")
+        data = f" Raw figures: [{raw.name}]({raw.name})." if (RESULTS / raw).is_file() else ""
+        overview = "../" * name.count("/") + "index.md"
+        note = (
+            f'!!! info "Results file"\n    `benchmarks/results/{name}` as the benchmark wrote it, with the machine '
+            f"it ran on at the end.{data} All benchmarks: [overview]({overview}).\n\n"
+        )
+        markdown = _gfm_indents(markdown)
+        # after the page's title, so the title stays the first heading
+        head, sep, rest = markdown.partition("\n")
+        return head + sep + "\n" + note + rest if head.startswith("# ") else note + markdown
+    return markdown
+
+
+def _gfm_indents(markdown: str) -> str:
+    """Nested lists as the results files write them (2 spaces, as GitHub reads them) for Python-Markdown (4).
+
+    Doubles the leading spaces of every indented line outside fenced code blocks: in these files only list items
+    and their continuation lines are indented.
+    """
+    lines, fenced = [], False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            line = re.sub(r"^( +)(?=\S)", lambda m: m.group(1) * 2, line)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+_CDN_BLOCKS = [
+    # nbconvert's MathJax loader and its configuration
+    re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL),
+    # nbconvert's Mermaid loader (imports mermaid from a CDN when a diagram is present)
+    re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>', re.DOTALL),
+]
+
+
+_HEADING = re.compile(r"<h([1-6])\b[^>]*\bid=\"([^\"]+)\"[^>]*>(.*?)</h\1>", re.DOTALL)
+
+
+def _notebook_toc(html: str):
+    """The page's table of contents from the headings of the rendered notebook.
+
+    mkdocs-jupyter builds it from a Markdown conversion of the notebook, which drops inline code from a heading's
+    text and so from its anchor ("3. In a Trainer: `StepwiseLR()` with ..."), leaving TOC links that point nowhere.
+    """
+    root: list[dict] = []
+    stack: list[dict] = []
+    for level, anchor, inner in _HEADING.findall(html):
+        inner = re.sub(r"<a class=\"anchor-link\".*?</a>", "", inner, flags=re.DOTALL)
+        name = re.sub(r"<[^>]+>", "", inner).strip()
+        token = {"level": int(level), "id": anchor, "name": name, "children": []}
+        while stack and stack[-1]["level"] >= token["level"]:
+            stack.pop()
+        (stack[-1]["children"] if stack else root).append(token)
+        stack.append(token)
+    return get_toc(root)
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    if page.file.src_uri.endswith(".ipynb"):
+        for pattern in _CDN_BLOCKS:
+            html = pattern.sub("", html)
+        page.toc = _notebook_toc(html)
+    return html
+
+
+# A network URL where a browser would fetch something by itself: script/img/iframe/source src, <link href>
+# (stylesheets, icons, preconnect), CSS url(...) and @import, and dynamic import("...") in inline scripts.
+_REMOTE = re.compile(
+    r"""<(?:script|img|iframe|source|audio|video|embed)\b[^>]*?\ssrc\s*=\s*["']?(?:https?:)?//"""
+    r"""|<link\b[^>]*?\shref\s*=\s*["']?(?:https?:)?//"""
+    r"""|url\(\s*["']?(?:https?:)?//"""
+    r"""|@import\s+["'](?:https?:)?//"""
+    r"""|\bimport\(\s*["'](?:https?:)?//""",
+    re.IGNORECASE,
+)
+
+
+def on_post_build(config) -> None:
+    site = Path(config.site_dir)
+    for path in sorted(site.rglob("*")):
+        if path.suffix not in {".html", ".css"} or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in _REMOTE.finditer(text):
+            snippet = text[m.start() : m.start() + 120].replace("\n", " ")
+            log.warning("%s loads from the network (the site must work offline): %s", path.relative_to(site), snippet)
