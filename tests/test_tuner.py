@@ -431,7 +431,8 @@ def _instances() -> dict[str, pl.Callback]:
         "WeightAveraging": plc.EMAWeightAveraging(), "ModelPruning": plc.ModelPruning("l1_unstructured", amount=0.1),
         "BaseFinetuning": plc.BackboneFinetuning(), "GradientAccumulationScheduler": plc.GradientAccumulationScheduler({0: 2}),
         "StepwiseLR": le.StepwiseLR(), "EfficiencyReport": le.EfficiencyReport(), "GPUDecode": le.GPUDecode(),
-        "GPUAugmentation": le.GPUAugmentation("trivial_augment"), "ChannelsLast": le.ChannelsLast(),
+        "GPUAugmentation": le.GPUAugmentation("trivial_augment"),
+        "ProgressiveResize": le.ProgressiveResize(), "ChannelsLast": le.ChannelsLast(),
     }  # fmt: skip
 
 

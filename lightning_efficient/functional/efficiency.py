@@ -231,6 +231,8 @@ def measured_check(facts: RunFacts, factor: str, value: Any, check: Check) -> Ch
         ):
             continue
         measured = f"tune() measured {factor}={d.value!r} at {d.describe()} of {d.against!r} here ({d.verdict})"
+        if not d.ratios:  # decided without pairs (the data-wait bound)
+            measured = f"tune() {d.verdict} {factor}={d.value!r} here: {d.reason}"
         faster = d.value if d.verdict == "kept" else d.against
         ok = None if d.verdict == "undecided" or (value == faster != d.value) else value == faster
         return Check(check.practice, ok, f"{check.detail}; {measured}", f"use {factor}={faster!r}, as tune() chose")
