@@ -322,7 +322,9 @@ def results_dir(dry: bool = False) -> Path:
         return RESULTS
     import tempfile
 
-    return Path(tempfile.gettempdir()) / "lightning_efficient_benchmarks"
+    out = Path(tempfile.gettempdir()) / "lightning_efficient_benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def machine_kind() -> str:

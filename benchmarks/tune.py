@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
-import math
 import statistics
 import tempfile
 import time

@@ -62,6 +62,11 @@ class DemoConfig:
         tune: the efficient side runs :func:`~lightning_efficient.tune` first (within its time budget, or reusing
             a stored decision) and trains with its choice (``False``: ``recipe()``'s defaults).
         efficient_first: train the efficient side first (default: the baseline first).
+        val_every: validate every this share of an epoch (``Trainer(val_check_interval=...)``), both sides.
+        progressive_resize: the efficient side trains with :class:`~lightning_efficient.ProgressiveResize`.
+        ablate: the efficient side without one of its parts (an ablation): ``"lr schedule"`` (per-epoch LR, no
+            StepwiseLR), ``"augmentation"`` (the baseline's per-image CPU augmentation instead of GPUAugmentation),
+            ``"throughput"`` (``32-true``, NCHW, the loader as given: no tune()), ``"progressive resizing"``.
     """
 
     data: str
@@ -76,6 +81,9 @@ class DemoConfig:
     progress: bool = True
     tune: bool = True
     efficient_first: bool = False
+    val_every: float = 1.0
+    progressive_resize: bool = False
+    ablate: str = ""
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -251,7 +259,9 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     root = Path(cfg.data)
     size = cfg.image_size
     resize = int(round(size * 256 / 224))
-    if kind == "baseline":
+    if cfg.ablate not in ABLATIONS:
+        raise DemoError(f"ablate={cfg.ablate!r}: expected one of {', '.join(map(repr, ABLATIONS))}.")
+    if kind == "baseline" or cfg.ablate == "augmentation":
         normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
         train_set = datasets.ImageFolder(
             root / "train",
@@ -292,6 +302,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         enable_progress_bar=cfg.progress,
         num_sanity_val_steps=0,
         deterministic=False,
+        val_check_interval=cfg.val_every,
     )
     model = make_classifier(len(train_set.classes), cfg.lr, cfg.epochs)
     start = time.perf_counter()
@@ -301,11 +312,13 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         trainer = pl.Trainer(precision="32-true", callbacks=[report, curve], **common)
     else:
         augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        augment = None if cfg.ablate == "augmentation" else augment
+        resize = cfg.progressive_resize and cfg.ablate != "progressive resizing"
         result = None
-        if cfg.tune:
+        if cfg.tune and cfg.ablate != "throughput":
             if cfg.progress:
                 print("\n== efficient: tune() decides precision, channels_last and num_workers first ...", flush=True)
-            result = tune(model, train_loader, verbose=False, callbacks=[augment], **common)
+            result = tune(model, train_loader, verbose=False, callbacks=[augment] if augment else [], **common)
             report.tuned = result  # the report quotes what tune() measured
             train_loader = result.dataloader(train_loader)
             model = result.prepare_model(model)
@@ -320,9 +333,18 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
                 "table": result.table(),
                 "speedup": result.speedup,
             }
-        trainer = pl.Trainer(
-            **recipe(augmentation=augment, efficiency_report=False, callbacks=[report, curve], tune=result, **common)
+        plain = {"precision": "32-true", "channels_last": False} if cfg.ablate == "throughput" else {}
+        kw = recipe(
+            augmentation=augment,
+            efficiency_report=False,
+            callbacks=[report, curve],
+            tune=result,
+            stepwise_lr=cfg.ablate != "lr schedule",
+            progressive_resize=resize,
+            **plain,
+            **common,
         )
+        trainer = pl.Trainer(**kw)
     if cfg.progress:
         print(
             f"\n== {kind}: precision={trainer.precision}, "
@@ -392,6 +414,9 @@ def run_in_subprocess(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx:
 
 
 # --------------------------------------------------------------------------------------------- the table
+#: The parts of the efficient side an ablation can leave out (``DemoConfig.ablate``; ``""``: none).
+ABLATIONS = ("", "lr schedule", "augmentation", "throughput", "progressive resizing")
+
 ROWS = (
     ("tuning (inside the wall time)", "tuning_s", "{:.1f} s", "lower"),
     ("wall time", "wall_time_s", "{:.1f} s", "lower"),
