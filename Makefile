@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
 
-.PHONY: demo test notebooks docs setup clean
+.PHONY: demo test test-fast lint types wheel notebooks docs setup clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,23 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake --nbmake-timeout=600 notebooks
 
+# For development: without the slow end-to-end runs, the DDP subprocesses and the notebooks (a few minutes).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -x -m "not cuda and not slow and not ddp" tests
+
+# ruff: the lint rules and the format check of [tool.ruff] in pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# mypy on the package ([tool.mypy] in pyproject.toml).
+types: $(STAMP)
+	$(VENV)/bin/mypy
+
+# The wheel and the sdist into dist/; tests/test_wheel.py installs the wheel into a fresh environment.
+wheel: $(STAMP)
+	$(PY) -m build --no-isolation --outdir dist .
+
 # Re-execute every notebook and store its outputs in place (tables, plots, reports as produced on this machine),
 # without per-cell timestamps. Each runs with notebooks/ as its working directory, as under nbmake in `make test`,
 # which re-executes them without writing and fails if one no longer runs. tune()'s decisions go to an empty, temporary
@@ -34,4 +51,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png
+	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png site dist

@@ -47,7 +47,7 @@ with keep_lightning_logging():
     from lightning_efficient.tune_result import TuneResult
     from lightning_efficient.tuner import tune
 
-__version__ = "0.1.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
+__version__ = "0.2.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 
 __all__ = [
     "BatchPipeline",

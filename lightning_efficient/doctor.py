@@ -73,7 +73,8 @@ def diagnose() -> list[Check]:
         Check(
             "CPU",
             None,
-            f"{cpu_model()} ({platform.machine()}), {available_cpus()} cores available, SIMD {torch.backends.cpu.get_cpu_capability()}, "
+            f"{cpu_model()} ({platform.machine()}), {available_cpus()} cores available, "
+            f"SIMD {torch.backends.cpu.get_cpu_capability()}, "
             f"bf16 instructions: {', '.join(bf16_flags) or 'none'}",
         )
     )

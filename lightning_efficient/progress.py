@@ -22,14 +22,17 @@ recomputed at every call, so dataloaders reloaded with another length are follow
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lightning_efficient.functional.position import EpochPosition, optimizer_steps_per_epoch, step_in_epoch
+
+if TYPE_CHECKING:
+    from lightning_efficient.callbacks.base import TrainerLike
 
 __all__ = ["EpochPosition", "epoch_position", "fractional_epoch", "planned_steps_per_epoch"]
 
 
-def planned_steps_per_epoch(trainer: Any, steps_per_epoch: int | None = None) -> int | None:
+def planned_steps_per_epoch(trainer: TrainerLike, steps_per_epoch: int | None = None) -> int | None:
     """Optimizer steps planned per epoch on this process (``S``), or ``None`` where the Trainer cannot know them.
 
     Args:
@@ -54,7 +57,9 @@ def planned_steps_per_epoch(trainer: Any, steps_per_epoch: int | None = None) ->
     return optimizer_steps_per_epoch(int(batches), max(int(trainer.accumulate_grad_batches), 1))
 
 
-def epoch_position(trainer: Any, batch_idx: int | None = None, *, steps_per_epoch: int | None = None) -> EpochPosition:
+def epoch_position(
+    trainer: TrainerLike, batch_idx: int | None = None, *, steps_per_epoch: int | None = None
+) -> EpochPosition:
     """The position, in epochs, of the optimizer update that batch ``batch_idx`` of the current epoch is part of.
 
     Read it in a training-batch hook (``on_train_batch_start``, ``training_step``, ``on_before_optimizer_step``,
@@ -91,7 +96,9 @@ def epoch_position(trainer: Any, batch_idx: int | None = None, *, steps_per_epoc
     return EpochPosition(epoch=int(trainer.current_epoch), step=step, steps_per_epoch=steps)
 
 
-def fractional_epoch(trainer: Any, batch_idx: int | None = None, *, steps_per_epoch: int | None = None) -> float:
+def fractional_epoch(
+    trainer: TrainerLike, batch_idx: int | None = None, *, steps_per_epoch: int | None = None
+) -> float:
     """``float(epoch_position(trainer, batch_idx, steps_per_epoch=...))``: the run's position in epochs.
 
     ``trainer.current_epoch`` exactly at an epoch's start (``batch_idx=None`` or its first update), then

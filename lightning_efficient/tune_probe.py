@@ -12,7 +12,7 @@ import functools
 import random
 import time
 import warnings
-from typing import Any, Callable, Generator, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -20,14 +20,14 @@ from pytorch_lightning.utilities.data import extract_batch_size
 
 from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.data.loader import can_rebuild, with_num_workers
-from lightning_efficient.functional.layout import BatchToChannelsLast, convert_module_to_channels_last
-from lightning_efficient.functional.layout import to_channels_last, to_nchw
+from lightning_efficient.functional import layout
 from lightning_efficient.functional.timing import CudaEventClock, HostClock, StepTimeline
 from lightning_efficient.functional.tuning import Candidate, MeasurementError, Pair, Request, Window, compile_submodules
 from lightning_efficient.pipeline import add_stage, watch_fetch
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 
 Step = tuple[Candidate, Optional[tuple]]
+T = TypeVar("T")
 WARMUP, WINDOW = 2, 2  #: untimed steps at the start of a fit, and steps per timing window
 COMPILE_GUESS_S = 30.0  #: seconds a first compilation is assumed to take when budgeting it (unknown before it runs)
 #: The measuring fits' Trainer arguments (and precision, callbacks, a DummyLogger); CONTROLLED: all those they set.
@@ -100,21 +100,22 @@ class Probe(Callback):
     ``(serial, side, i)`` of a pair seed the torch and Python RNGs alike as the batch enters the batch pipeline, so that
     a costly random augmentation falls on both sides."""
 
-    def __init__(self, plan: list[Step], serve: Callable[[dict], Any], layouts: bool, started: float) -> None:
+    def __init__(self, plan: Sequence[Step], serve: Callable[[dict], Any], layouts: bool, started: float) -> None:
         self.plan, self.serve, self.layouts, self.started, self.side = list(plan), serve, layouts, started, plan[0][0]
         self.tags: list[Optional[tuple]] = []  # the tag of every step run, in order
         self.rows: list[tuple[float, float, int]] = []  # and its (seconds, data-wait seconds, images)
-        self.timeline = StepTimeline(HostClock(), self)  # type: ignore[arg-type] - its timer is self.add
-        self.seed, self.per_batch, self.names, self._undo = 0, 1.0, set(), []
+        self.timeline = StepTimeline(HostClock(), self)  # its timer is self.add
+        self.seed, self.per_batch, self.names, self._undo = 0, 1.0, set[str](), list[Callable[[], Any]]()
 
     def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = 0) -> None:
         self.rows.append((data_wait_s + transform_s + compute_s + other_s, data_wait_s, samples))
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self.seed = int(torch.randint(0, 2**30, ()))  # inside the fit: tune() sets the RNGs back afterwards
-        stages = {"tune-seed": (self._seed_batch, "decode")}
+        stages: dict[str, tuple[Callable[[Any, int], Any], str]] = {"tune-seed": (self._seed_batch, "decode")}
         if self.layouts:
-            self.names, convert = set(convert_module_to_channels_last(pl_module).converted), BatchToChannelsLast()
+            self.names = set(layout.convert_module_to_channels_last(pl_module).converted)
+            convert = layout.BatchToChannelsLast()
             stages["tune-layout"] = (lambda b, i: convert(b) if self.side.channels_last else b, "layout")
             self._layout(pl_module, [], self.side.channels_last)
         for name, (fn, kind) in stages.items():
@@ -172,7 +173,7 @@ class Probe(Callback):
 
     def _layout(self, pl_module: Any, optimizers: Any, cl: bool) -> None:
         # to_channels_last / to_nchw, not .contiguous(): a depthwise weight [C, 1, k, k] is contiguous in both layouts.
-        convert = to_channels_last if cl else to_nchw
+        convert = layout.to_channels_last if cl else layout.to_nchw
         tensors = {**dict(pl_module.named_parameters()), **dict(pl_module.named_buffers())}
         for t in (tensors[n] for n in self.names if n in tensors):
             t.data = convert(t.data)
@@ -193,7 +194,7 @@ class Trials:
         logger = __import__(f"{package.__name__}.loggers.logger", fromlist=["_"]).DummyLogger()
         self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED} | dict(FIT_ARGS, logger=logger)
         self.loaders: dict[int, Any] = {}
-        self.layouts, self.workers = True, []  # channels_last measured or in use; the worker counts measured
+        self.layouts, self.workers = True, list[int]()  # channels_last measured or in use; the worker counts measured
         self.world_size, self.overhead_s, self.serial, self.started = 1, 0.0, 0, time.perf_counter()
 
     def switchable(self, req: Request) -> bool:
@@ -227,11 +228,11 @@ class Trials:
             steps, side = steps + [(cand, (self.serial, name, req.index))] * WINDOW, cand
         return steps
 
-    def fit(self, plan: list[Step], serve: Callable[[dict], Any], switching: bool = False) -> None:
+    def fit(self, plan: Sequence[Step], serve: Callable[[dict], Any], switching: bool = False) -> None:
         """Fit a model copy through ``plan``, then ``serve``'s steps (``switching``: a loader per worker count)."""
         first, net = plan[0][0], copy.deepcopy(self.model)
         probe = Probe(plan, serve, self.layouts, self.started)
-        workers = ({*self.workers, first.num_workers} if switching else set()) - {None}
+        workers = {w for w in (*self.workers, first.num_workers) if w is not None} if switching else set[int]()
         loader = self._loader(first.num_workers)
         if len(workers) > 1:
             loader = SwitchingLoader({w: self._loader(w) for w in workers}, lambda: probe.side.num_workers or 0)
@@ -259,12 +260,12 @@ class Trials:
         rates, warmup_s, elapsed = {}, {}, 0.0
         for cand in (req.old, req.new)[:: 1 if req.index % 2 == 0 else -1]:
             self.serial += 1
-            warm, window, got = (self.serial, "warm", 0), (self.serial, "window", 0), {}
+            warm, window, got = (self.serial, "warm", 0), (self.serial, "window", 0), dict[Any, Any]()
             self.fit([(cand, warm)] * WARMUP + [(cand, window)] * WINDOW, got.update)
             rates[cand], warmup_s[cand], elapsed = rate(got[window]), sum(r[0] for r in got[warm]), got["elapsed"]
         return Pair(rates[req.new], rates[req.old], elapsed, warmup_s[req.new], warmup_s[req.old])
 
-    def run(self, gen: Generator, planned: Callable[[float], Optional[int]]) -> Any:
+    def run(self, gen: Generator[Request, Any, T], planned: Callable[[float], Optional[int]]) -> T:
         """Drive :func:`search` to its end and return its value: requests that switch in place are served in one fit
         (the baseline starts one), the others as separate fits; ``planned(steps_per_batch)``: the planned batches.
         Raises RuntimeError if the current settings fail to train (the baseline's fit raised)."""
@@ -276,7 +277,7 @@ class Trials:
                     self.fit(self.plan(req, None), self._serve, switching=True)
                 else:
                     self._reply(self.separate(req))
-            except Exception as err:  # noqa: BLE001 - a failing candidate is reported, never chosen
+            except Exception as err:
                 why = f"{type(err).__name__}: {err}".split("\n")[0][:300]
                 if self.req.kind != "baseline":
                     self._reply(MeasurementError(why))
@@ -290,7 +291,7 @@ class Trials:
         done, elapsed, per_batch = self.req, windows["elapsed"], windows["steps_per_batch"]
         mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
         if done.kind == "pair":
-            answer = Pair(rate(mine["new"]), rate(mine["old"]), elapsed)
+            answer: Pair | Window = Pair(rate(mine["new"]), rate(mine["old"]), elapsed)
         else:
             seconds, waits, images = zip(*mine["base"], strict=True)
             step_s, batch_size = sorted(seconds)[len(seconds) // 2], round(sum(images) / len(seconds))

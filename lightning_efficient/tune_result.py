@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
@@ -28,6 +28,7 @@ from lightning_efficient.functional.tuning import Candidate, Decision, Window, c
 FORMAT, ENV = 1, "LIGHTNING_EFFICIENT_CACHE"  #: the cache files' format, and the variable that moves the cache
 STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
 RECENT: list["TuneResult"] = []  #: this process's results, newest last (kept with cache=False too)
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  #: prepare_model() returns the model it was given
 
 
 @dataclass
@@ -113,7 +114,7 @@ class TuneResult:
         """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
 
-    def prepare_model(self, model: Any) -> Any:
+    def prepare_model(self, model: ModuleT) -> ModuleT:
         """``model``, its submodules compiled in place if compiling was chosen (returned either way)."""
         if self.chosen.compile:
             compile_submodules(model)
@@ -193,7 +194,7 @@ class Store:
     def save(self, result: TuneResult) -> None:
         """Keep ``result`` for this process, and write it (global rank 0 only; an atomic rename)."""
         RECENT.append(result)
-        if self.path is None or rank_zero_only.rank != 0:
+        if self.path is None or getattr(rank_zero_only, "rank", 0) != 0:  # set by Lightning at import
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as f:

@@ -4,12 +4,12 @@ fits and the result live in :mod:`lightning_efficient.functional.tuning`, ``tune
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
+from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, LightningDataModuleLike, LightningModuleLike
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.roles import role
 from lightning_efficient.data.loader import available_cpus, can_rebuild, suggest_loader_kwargs
@@ -113,9 +113,9 @@ def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any
 
 
 def tune(
-    model: Any,
-    train_dataloaders: Any = None,
-    datamodule: Any = None,
+    model: LightningModuleLike,
+    train_dataloaders: Union[Iterable[Any], LightningDataModuleLike, None] = None,
+    datamodule: Optional[LightningDataModuleLike] = None,
     *,
     precisions: Optional[Sequence[str]] = None,
     channels_last: bool = True,
@@ -165,8 +165,7 @@ def tune(
             trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
     """
     started = time.perf_counter()
-    package = next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)
-    if package is None:
+    if (package := next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)) is None:
         raise TypeError(f"tune(): model must be a LightningModule, got {type(model).__name__}.")
     check_trainer_kwargs(trainer_kwargs, "tune()", [package.Trainer])
     asked = {"precisions": precisions, "channels_last": channels_last, "compile": compile, "num_workers": num_workers}

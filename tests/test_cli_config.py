@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import lightning_efficient as le
 
 pytest.importorskip("jsonargparse")
-from pytorch_lightning.cli import LightningCLI  # noqa: E402
+from pytorch_lightning.cli import LightningCLI
 
 CONFIG = """
 seed_everything: 0

@@ -110,7 +110,7 @@ def test_balanced_subset_properties(targets, n, seed):
     counts = Counter(targets[i] for i in idx)
     available = Counter(targets)
     # Balanced: a class gets fewer than another only when it ran out of images.
-    for c, k in counts.items():
+    for k in counts.values():
         for d in available:
             if counts.get(d, 0) < k - 1:
                 assert counts.get(d, 0) == available[d]
@@ -233,7 +233,7 @@ def test_missing_scikit_learn_is_the_only_output(monkeypatch, capsys):
     assert out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert "scikit-learn" in lines[0] and "pip install scikit-learn" in lines[0] and "--data" in lines[0]
+    assert 'pip install "lightning_efficient[demo]"' in lines[0] and "scikit-learn" in lines[0] and "--data" in lines[0]
     assert "Traceback" not in err
 
 

@@ -28,8 +28,8 @@ def test_doctor_findings_say_what_is_checked_and_what_is_information():
 
 def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
     """A pip user gets the install command itself, not a pointer to a README they may not have."""
-    import lightning_efficient.doctor as doctor
     import lightning_efficient.data.decode as decode
+    import lightning_efficient.doctor as doctor
 
     monkeypatch.setattr(doctor, "cpu_flags", lambda: frozenset({"avx2", "sse4_2"}))
     monkeypatch.setattr(decode, "pil_flavour", lambda: "Pillow 13.0.0")
@@ -45,8 +45,8 @@ def test_pillow_simd_advice_is_the_command_to_run(monkeypatch, capsys):
 
 
 def test_doctor_advice_never_points_at_the_readme(monkeypatch):
-    import lightning_efficient.doctor as doctor
     import lightning_efficient.data.decode as decode
+    import lightning_efficient.doctor as doctor
 
     for flags in (frozenset(), frozenset({"avx2"})):
         monkeypatch.setattr(doctor, "cpu_flags", lambda flags=flags: flags)

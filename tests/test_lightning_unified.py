@@ -1,4 +1,4 @@
-"""The unified ``lightning`` package (``import lightning as L``) and Lightning's noise (issue #12, items 12 and 9).
+"""The unified ``lightning`` package (``import lightning as L``) and Lightning's noise.
 
 Every callback and ``recipe()`` must work the same under ``lightning.pytorch`` (Trainer, LightningModule,
 LightningDataModule with and without its own ``on_after_batch_transfer``, LightningCLI) as under
@@ -139,7 +139,7 @@ def test_hook_ownership_with_real_lightning_pytorch_classes():
     dm = HookData()
     assert hook_owner(types.SimpleNamespace(datamodule=dm), model) is dm
     assert hook_owner(types.SimpleNamespace(datamodule=Data()), model) is model
-    # The root cause of the issue's crash: pytorch_lightning's is_overridden on an object of lightning.pytorch.
+    # The root cause of the crash: pytorch_lightning's is_overridden on an object of lightning.pytorch.
     with pytest.raises(ValueError, match="Expected a parent"):
         is_overridden("on_after_batch_transfer", dm)
 
@@ -331,8 +331,9 @@ class _Records(logging.Handler):
 
 def _fit_and_listen(pkg, quiet: bool):
     """Build a Trainer and fit (the tip is logged at construction, the LeafSpec warning at fit); what came out."""
-    from lightning_efficient.quiet import LIGHTNING_LOGGERS, quiet_lightning
     from lightning_utilities.core import rank_zero
+
+    from lightning_efficient.quiet import LIGHTNING_LOGGERS, quiet_lightning
 
     records = _Records()
     loggers = {logging.getLogger(n) for n in LIGHTNING_LOGGERS} | {rank_zero.log}
@@ -347,7 +348,7 @@ def _fit_and_listen(pkg, quiet: bool):
                     max_steps=1, logger=False, limit_val_batches=0, callbacks=[le.GPUAugmentation(None)], **QUIET_KW
                 )
                 trainer.fit(Net(), datamodule=Data())
-                warnings.warn("a warning the user needs", UserWarning)
+                warnings.warn("a warning the user needs", UserWarning, stacklevel=2)
                 rank_zero.rank_zero_info("a line the user needs")
     finally:
         for logger in loggers:
@@ -367,13 +368,14 @@ def test_quiet_lightning_drops_tips_and_harmless_warnings_and_nothing_else(pkg):
 
 
 def test_the_demo_runs_its_trainers_quietly(monkeypatch):
-    from lightning_efficient.app import demo
     from lightning_utilities.core import rank_zero
 
+    from lightning_efficient.app import demo
+
     def noisy_run(kind, cfg, train_idx, val_idx):
-        warnings.warn(f"`{LEAFSPEC}` is deprecated, use ... instead.", FutureWarning)
+        warnings.warn(f"`{LEAFSPEC}` is deprecated, use ... instead.", FutureWarning, stacklevel=2)
         rank_zero.rank_zero_info("💡 Tip: For seamless cloud logging ...")
-        warnings.warn("a warning the user needs", UserWarning)
+        warnings.warn("a warning the user needs", UserWarning, stacklevel=2)
         return {"kind": kind}
 
     monkeypatch.setattr(demo, "run_one", noisy_run)

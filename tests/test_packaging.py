@@ -48,7 +48,7 @@ def test_wheel_builds_without_deprecation_warnings_with_py_typed_and_one_version
     # Build from a copy, so that the checkout gets no build/ or egg-info changes.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(
         REPO / "lightning_efficient", src / "lightning_efficient", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -15,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,10 @@ from trainer_helpers import TRAINER_KW
 
 import lightning_efficient as le
 from lightning_efficient import tune_probe, tune_result
-from lightning_efficient.functional.layout import is_channels_last
-from lightning_efficient.functional.tuning import Candidate, Decision
 from lightning_efficient.callbacks.efficiency_report import decisions_for
 from lightning_efficient.callbacks.roles import ROLES
+from lightning_efficient.functional.layout import is_channels_last
+from lightning_efficient.functional.tuning import Candidate, Decision
 from lightning_efficient.tune_probe import WARMUP
 from lightning_efficient.tuner import kept_callbacks
 
@@ -62,9 +63,14 @@ class Net(pl.LightningModule):
     def __init__(self, fail: str | None = None) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.3), nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(), nn.Linear(4, 2),
-        )  # fmt: skip
+            nn.Conv2d(3, 4, 3, padding=1),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.Dropout(0.3),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 2),
+        )
         self.fail = fail
 
     def training_step(self, batch, batch_idx):
@@ -100,8 +106,13 @@ def _assert_same_rng(a: tuple, b: tuple) -> None:
 
 def _flags() -> tuple:
     cudnn = torch.backends.cudnn
-    return (cudnn.benchmark, cudnn.deterministic, torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_float32_matmul_precision())  # fmt: skip
+    return (
+        cudnn.benchmark,
+        cudnn.deterministic,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_float32_matmul_precision(),
+    )
 
 
 @pytest.fixture
@@ -144,7 +155,7 @@ def test_a_fit_after_tune_is_bit_identical_to_the_same_fit_without_it():
     plain = run(tuned=False)
     tuned = run(tuned=True)
     assert all(torch.equal(tuned["weights"][k], plain["weights"][k]) for k in plain["weights"])
-    assert all(torch.equal(a, b) for a, b in zip(tuned["momentum"], plain["momentum"]))
+    assert all(torch.equal(a, b) for a, b in zip(tuned["momentum"], plain["momentum"], strict=False))
     assert tuned["lr"] == plain["lr"] == [0.1 * 0.5**3] and tuned["last_epoch"] == 6
     moved = run(tuned=False, draw_before_fit=True)  # the comparison sees the RNG
     assert not all(torch.equal(moved["weights"][k], plain["weights"][k]) for k in plain["weights"])
@@ -185,9 +196,11 @@ def test_rng_is_restored_when_the_data_hooks_draw_random_numbers():
 # ------------------------------------------------------------------------------------------------ failures
 @pytest.mark.parametrize(
     "fail,kwargs,factor",
-    [("autocast", dict(precisions=["32-true", "bf16-mixed"], channels_last=False), "precision"),
-     ("channels_last", dict(precisions=["32-true"]), "channels_last")],
-)  # fmt: skip
+    [
+        ("autocast", dict(precisions=["32-true", "bf16-mixed"], channels_last=False), "precision"),
+        ("channels_last", dict(precisions=["32-true"]), "channels_last"),
+    ],
+)
 def test_a_candidate_that_raises_is_reported_and_never_chosen(fail, kwargs, factor):
     result = le.tune(Net(fail=fail), _loader(), num_workers=False, **kwargs, **ALL)
     d = _by(result)[factor]
@@ -294,7 +307,8 @@ def test_an_empty_loader_is_a_clear_error():
 
 # ------------------------------------------------------------------------------------------------ in one fit
 class Origin(Dataset):
-    """Images whose last pixel says where they were loaded: 1.0 in a worker process, 0.0 in the main one."""
+    """Images whose last pixel says where they were loaded: 1.0 in a worker process, 0.0 in the main one. Loading
+    one takes 5 ms (a slow loader), so that the steps wait for data and more workers are worth measuring."""
 
     def __init__(self) -> None:
         self.data = _images()
@@ -306,6 +320,7 @@ class Origin(Dataset):
         x, y = self.data[i]
         x = x.clone()
         x[-1, -1, -1] = float(get_worker_info() is not None)
+        time.sleep(0.005)
         return x, y
 
 
@@ -323,10 +338,16 @@ class Spy(Net):
     def training_step(self, batch, batch_idx):
         weight = self.net[1].weight
         buf = self.optimizers().optimizer.state.get(weight, {}).get("momentum_buffer")
-        Spy.seen.append((
-            bool(batch[0][:, -1, -1, -1].eq(1).all()), is_channels_last(batch[0]), is_channels_last(weight),
-            None if buf is None else is_channels_last(buf), is_channels_last(self.net[0].weight), float(torch.rand(())),
-        ))  # fmt: skip
+        Spy.seen.append(
+            (
+                bool(batch[0][:, -1, -1, -1].eq(1).all()),
+                is_channels_last(batch[0]),
+                is_channels_last(weight),
+                None if buf is None else is_channels_last(buf),
+                is_channels_last(self.net[0].weight),
+                float(torch.rand(())),
+            )
+        )
         return super().training_step(batch, batch_idx)
 
 
@@ -343,13 +364,13 @@ def test_one_fit_switches_layout_loader_and_optimizer_state_by_its_plan(monkeypa
     before = {k: v.clone() for k, v in model.state_dict().items()}
     result = le.tune(model, DataLoader(Origin(), batch_size=BATCH, shuffle=True), num_workers=[0, 1], **ALL)
     assert len(Spy.seen) == len(steps) and {"channels_last", "num_workers"} <= set(result.measured())
-    for (side, _), (worker, batch_cl, weight_cl, buf_cl, depthwise_cl, _) in zip(steps, Spy.seen):
+    for (side, _), (worker, batch_cl, weight_cl, buf_cl, depthwise_cl, _) in zip(steps, Spy.seen, strict=False):
         assert batch_cl == weight_cl == depthwise_cl == side.channels_last and buf_cl in (None, batch_cl)
         assert worker == (side.num_workers == 1)
     assert {s.channels_last for s, _ in steps} == {False, True} and {s.num_workers for s, _ in steps} == {0, 1}
     # Common random numbers: the j-th steps of the two windows of a pair drew the same numbers.
     draws: dict = {}
-    for (_, tag), seen in zip(steps, Spy.seen):
+    for (_, tag), seen in zip(steps, Spy.seen, strict=False):
         if tag is not None:
             draws.setdefault((tag[0], tag[2]), {}).setdefault(tag[1], []).append(seen[-1])
     pairs = [d for d in draws.values() if set(d) == {"new", "old"}]
@@ -382,9 +403,15 @@ def test_default_precisions_skip_emulated_bf16_and_16_mixed_on_a_cpu_is_not_meas
 
 @pytest.mark.parametrize(
     "kwargs,planned",
-    [(dict(max_epochs=3), 3 * N // BATCH), (dict(max_steps=5), 5), (dict(max_steps=5, planned_steps=100), 100),
-     (dict(max_epochs=3, limit_train_batches=2), 6), (dict(max_steps=6, accumulate_grad_batches=2), 12), ({}, None)],
-)  # fmt: skip
+    [
+        (dict(max_epochs=3), 3 * N // BATCH),
+        (dict(max_steps=5), 5),
+        (dict(max_steps=5, planned_steps=100), 100),
+        (dict(max_epochs=3, limit_train_batches=2), 6),
+        (dict(max_steps=6, accumulate_grad_batches=2), 12),
+        ({}, None),
+    ],
+)
 def test_the_planned_batches(kwargs, planned):
     assert le.tune(Net(), _loader(), num_workers=False, **kwargs, **NONE).baseline.planned_batches == planned
 
@@ -398,16 +425,23 @@ def test_over_budget_the_defaults_of_recipe_apply_and_the_table_says_so():
 
 @pytest.mark.parametrize(
     "kwargs,error,match",
-    [(dict(datamodule="both"), ValueError, "not both"), (dict(max_epoch=3), TypeError, "did you mean 'max_epochs'"),
-     (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
-     (dict(precisions="bf16-mixed"), TypeError, r"expected a list, e.g. precisions=\['bf16-mixed'\]"),
-     (dict(precision="half"), ValueError, "precision 'half' is not one"),
-     (dict(channels_last="yes"), TypeError, r"channels_last='yes'"), (dict(compile=1), TypeError, "compile=1"),
-     (dict(num_workers=4), TypeError, r"num_workers=\[4\]"), (dict(num_workers=[-1]), TypeError, "counts >= 0"),
-     (dict(budget=0), ValueError, r"budget=0\): expected a number in \(0, 1\]"), (dict(budget=5), ValueError, "budget"),
-     (dict(max_seconds=-1), ValueError, "max_seconds"), (dict(planned_steps=0), ValueError, "planned_steps=0"),
-     (dict(min_gain=True), ValueError, "min_gain")],
-)  # fmt: skip
+    [
+        (dict(datamodule="both"), ValueError, "not both"),
+        (dict(max_epoch=3), TypeError, "did you mean 'max_epochs'"),
+        (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
+        (dict(precisions="bf16-mixed"), TypeError, r"expected a list, e.g. precisions=\['bf16-mixed'\]"),
+        (dict(precision="half"), ValueError, "precision 'half' is not one"),
+        (dict(channels_last="yes"), TypeError, r"channels_last='yes'"),
+        (dict(compile=1), TypeError, "compile=1"),
+        (dict(num_workers=4), TypeError, r"num_workers=\[4\]"),
+        (dict(num_workers=[-1]), TypeError, "counts >= 0"),
+        (dict(budget=0), ValueError, r"budget=0\): expected a number in \(0, 1\]"),
+        (dict(budget=5), ValueError, "budget"),
+        (dict(max_seconds=-1), ValueError, "max_seconds"),
+        (dict(planned_steps=0), ValueError, "planned_steps=0"),
+        (dict(min_gain=True), ValueError, "min_gain"),
+    ],
+)
 def test_bad_arguments_name_the_fix(kwargs, error, match):
     with pytest.raises(error, match=match):
         le.tune(Net(), _loader(), **{**NONE, **kwargs})
@@ -422,18 +456,30 @@ def test_a_model_that_is_not_a_lightning_module():
 def _instances() -> dict[str, pl.Callback]:
     """One instance of every type in CALLBACKS (of pytorch_lightning's callbacks and ours)."""
     return {
-        "Checkpoint": plc.ModelCheckpoint(), "EarlyStopping": plc.EarlyStopping(monitor="val_loss"),
-        "Timer": plc.Timer(), "SpikeDetection": plc.SpikeDetection(), "LearningRateFinder": plc.LearningRateFinder(),
-        "BatchSizeFinder": plc.BatchSizeFinder(), "LearningRateMonitor": plc.LearningRateMonitor(),
-        "ProgressBar": plc.TQDMProgressBar(), "ModelSummary": plc.ModelSummary(),
-        "DeviceStatsMonitor": plc.DeviceStatsMonitor(), "ThroughputMonitor": plc.ThroughputMonitor(lambda b: BATCH),
-        "BasePredictionWriter": plc.BasePredictionWriter(), "StochasticWeightAveraging": plc.StochasticWeightAveraging(0.1),
-        "WeightAveraging": plc.EMAWeightAveraging(), "ModelPruning": plc.ModelPruning("l1_unstructured", amount=0.1),
-        "BaseFinetuning": plc.BackboneFinetuning(), "GradientAccumulationScheduler": plc.GradientAccumulationScheduler({0: 2}),
-        "StepwiseLR": le.StepwiseLR(), "EfficiencyReport": le.EfficiencyReport(), "GPUDecode": le.GPUDecode(),
+        "Checkpoint": plc.ModelCheckpoint(),
+        "EarlyStopping": plc.EarlyStopping(monitor="val_loss"),
+        "Timer": plc.Timer(),
+        "SpikeDetection": plc.SpikeDetection(),
+        "LearningRateFinder": plc.LearningRateFinder(),
+        "BatchSizeFinder": plc.BatchSizeFinder(),
+        "LearningRateMonitor": plc.LearningRateMonitor(),
+        "ProgressBar": plc.TQDMProgressBar(),
+        "ModelSummary": plc.ModelSummary(),
+        "DeviceStatsMonitor": plc.DeviceStatsMonitor(),
+        "ThroughputMonitor": plc.ThroughputMonitor(lambda b: BATCH),
+        "BasePredictionWriter": plc.BasePredictionWriter(),
+        "StochasticWeightAveraging": plc.StochasticWeightAveraging(0.1),
+        "WeightAveraging": plc.EMAWeightAveraging(),
+        "ModelPruning": plc.ModelPruning("l1_unstructured", amount=0.1),
+        "BaseFinetuning": plc.BackboneFinetuning(),
+        "GradientAccumulationScheduler": plc.GradientAccumulationScheduler({0: 2}),
+        "StepwiseLR": le.StepwiseLR(),
+        "EfficiencyReport": le.EfficiencyReport(),
+        "GPUDecode": le.GPUDecode(),
         "GPUAugmentation": le.GPUAugmentation("trivial_augment"),
-        "ProgressiveResize": le.ProgressiveResize(), "ChannelsLast": le.ChannelsLast(),
-    }  # fmt: skip
+        "ProgressiveResize": le.ProgressiveResize(),
+        "ChannelsLast": le.ChannelsLast(),
+    }
 
 
 @pytest.mark.parametrize("row", ROLES, ids=lambda row: row[0])
@@ -462,8 +508,14 @@ def test_a_callback_of_no_listed_type_is_kept_and_runs_as_a_copy(tmp_path):
     loader = _loader()
     ckpt = MyCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_top_k=-1)
     stop = type("Patience", (plc.EarlyStopping,), {})(monitor="val_loss")
-    result = le.tune(Net(), loader, callbacks=[ckpt, stop, counting, le.ChannelsLast()], default_root_dir=tmp_path,
-                     num_workers=False, **ALL)  # fmt: skip
+    result = le.tune(
+        Net(),
+        loader,
+        callbacks=[ckpt, stop, counting, le.ChannelsLast()],
+        default_root_dir=tmp_path,
+        num_workers=False,
+        **ALL,
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["tune-cache"] and result.current == Candidate(channels_last=True)
     assert Counting.seen_by_copies and not counting.__dict__  # copies ran; the user's instance saw nothing
     assert "not in the measuring fits: MyCheckpoint, Patience (see callbacks.roles)" in str(result)
@@ -511,7 +563,7 @@ def test_manual_optimization_with_two_optimizers_counts_batches_not_optimizer_st
             self.g, self.d = nn.Conv2d(3, 3, 3, padding=1), nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten())
 
         def training_step(self, batch, batch_idx):
-            for opt, net in zip(self.optimizers(), (self.g, self.d)):
+            for opt, net in zip(self.optimizers(), (self.g, self.d), strict=False):
                 loss = net(batch[0]).mean()
                 opt.zero_grad()
                 self.manual_backward(loss)
@@ -564,8 +616,10 @@ def test_verbose_prints_the_table_and_none_of_lightnings_info_lines(capsys, capl
 def _slow_channels_last(arch: str) -> le.TuneResult:
     """A result as tune() gives it where channels_last measured slower and precision faster."""
     chosen = Candidate("bf16-mixed", channels_last=False)
-    decisions = [Decision("channels_last", True, False, "ruled out", (0.8, 0.82, 0.79), "no gain above 2%"),
-                 Decision("precision", "bf16-mixed", "32-true", "kept", (1.5, 1.6, 1.55), "kept")]  # fmt: skip
+    decisions = [
+        Decision("channels_last", True, False, "ruled out", (0.8, 0.82, 0.79), "no gain above 2%"),
+        Decision("precision", "bf16-mixed", "32-true", "kept", (1.5, 1.6, 1.55), "kept"),
+    ]
     return le.TuneResult(Candidate(), chosen, decisions, machine=le.doctor.machine_info(), arch=arch)
 
 
@@ -589,10 +643,12 @@ def test_the_report_never_contradicts_what_tune_measured(how):
         tune_result.RECENT.clear()  # only the cache file is left
     elif how != "recipe(tune=result)":
         tune_result.RECENT.append(result)
-    kwargs = {"recipe(tune=result)": lambda: le.recipe(tune=result, precision="32-true", stepwise_lr=False),
-              "recipe(**kwargs)": lambda: le.recipe(**{**result.recipe_kwargs(), "precision": "32-true"}, stepwise_lr=False),
-              "by hand": lambda: {"precision": "32-true", "callbacks": [le.ChannelsLast()]},
-              "a later process": lambda: {"precision": "32-true"}}[how]()  # fmt: skip
+    kwargs = {
+        "recipe(tune=result)": lambda: le.recipe(tune=result, precision="32-true", stepwise_lr=False),
+        "recipe(**kwargs)": lambda: le.recipe(**{**result.recipe_kwargs(), "precision": "32-true"}, stepwise_lr=False),
+        "by hand": lambda: {"precision": "32-true", "callbacks": [le.ChannelsLast()]},
+        "a later process": lambda: {"precision": "32-true"},
+    }[how]()
     checks = _report(kwargs)
     model_cl = checks["model channels_last"]
     assert "tune() measured channels_last=True at 0.80x over 3 pairs" in model_cl.detail
@@ -623,8 +679,9 @@ def test_ddp_ranks_choose_alike_and_only_rank_zero_writes_the_cache(tmp_path):
     for run_number in (1, 2):
         for old in tmp_path.glob("rank*.json"):
             old.unlink()
-        run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
-                             timeout=300, env=env)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
         assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2 and ranks[0]["result"] == ranks[1]["result"]

@@ -146,7 +146,8 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
             raise
         raise DemoError(
             "no --data given, and the fallback data set (digits) needs scikit-learn, which is missing: "
-            "`pip install scikit-learn`, or pass --data with an ImageFolder root holding train/ and val/."
+            '`pip install "lightning_efficient[demo]"` (or scikit-learn), '
+            "or pass --data with an ImageFolder root holding train/ and val/."
         ) from None
 
 
@@ -257,7 +258,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     root = Path(cfg.data)
-    size = cfg.image_size
+    size = cfg.image_size if cfg.image_size is not None else DEFAULT_IMAGE_SIZE
     resize = int(round(size * 256 / 224))
     if cfg.ablate not in ABLATIONS:
         raise DemoError(f"ablate={cfg.ablate!r}: expected one of {', '.join(map(repr, ABLATIONS))}.")
@@ -281,7 +282,9 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         val_set = FastImageFolder(root / "val", size=size, train=False)
         collate = uint8_collate
     workers = resolve_workers(cfg.workers)
-    loader_kw = dict(batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate)
+    loader_kw: dict[str, Any] = dict(
+        batch_size=cfg.batch_size, num_workers=workers, persistent_workers=workers > 0, collate_fn=collate
+    )
     train_loader = DataLoader(
         Subset(train_set, train_idx),
         shuffle=True,
@@ -292,7 +295,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     val_loader = DataLoader(Subset(val_set, val_idx), shuffle=False, **loader_kw)
 
     report = EfficiencyReport(verbose=False, log_every_n_steps=0)
-    common = dict(
+    common: dict[str, Any] = dict(
         max_epochs=cfg.epochs,
         accelerator="auto",
         devices=1,
@@ -311,7 +314,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     if kind == "baseline":
         trainer = pl.Trainer(precision="32-true", callbacks=[report, curve], **common)
     else:
-        augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        augment: Optional[GPUAugmentation] = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
         augment = None if cfg.ablate == "augmentation" else augment
         resize = cfg.progressive_resize and cfg.ablate != "progressive resizing"
         result = None
@@ -333,7 +336,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
                 "table": result.table(),
                 "speedup": result.speedup,
             }
-        plain = {"precision": "32-true", "channels_last": False} if cfg.ablate == "throughput" else {}
+        plain: dict[str, Any] = {"precision": "32-true", "channels_last": False} if cfg.ablate == "throughput" else {}
         kw = recipe(
             augmentation=augment,
             efficiency_report=False,
@@ -346,11 +349,9 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
         )
         trainer = pl.Trainer(**kw)
     if cfg.progress:
-        print(
-            f"\n== {kind}: precision={trainer.precision}, "
-            f"callbacks: {', '.join(type(c).__name__ for c in trainer.callbacks if type(c).__module__.startswith('lightning_efficient'))}",
-            flush=True,
-        )
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # assigned by Lightning, not declared on Trainer
+        ours = (type(c).__name__ for c in callbacks if type(c).__module__.startswith("lightning_efficient"))
+        print(f"\n== {kind}: precision={trainer.precision}, callbacks: {', '.join(ours)}", flush=True)
     trainer.fit(model, train_loader, val_loader)
     wall = time.perf_counter() - start
     figures = report.summary()
@@ -474,11 +475,11 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
     for label, key, fmt, _ in ROWS:
         vb, ve = b[key], e[key]
         ratio = ve / vb if vb and not math.isnan(vb) and not math.isnan(ve) else math.nan
-        text = lambda v: "not reached" if isinstance(v, float) and math.isnan(v) else fmt.format(v)  # noqa: E731
+        text = lambda v, fmt=fmt: "not reached" if isinstance(v, float) and math.isnan(v) else fmt.format(v)  # noqa: E731
         rows.append((label, text(vb), text(ve), "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     line = lambda r: "  ".join(  # noqa: E731
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))
     )
     sep = "-" * (sum(widths) + 6)
     return "\n".join([line(rows[0]), sep] + [line(r) for r in rows[1:]])
@@ -580,6 +581,10 @@ def run_demo_with_fallback(
     Raises:
         DemoError: as :func:`run_demo`, or (before anything is printed) scikit-learn is missing.
     """
+    import importlib.util
+
+    if plot and importlib.util.find_spec("matplotlib") is None:  # say so before training, not after
+        raise DemoError('--plot needs matplotlib: pip install "lightning_efficient[plot]" (or matplotlib).')
     if cfg.data:
         return run_demo(cfg, out, reports, plot)
     if cfg.image_size is None:

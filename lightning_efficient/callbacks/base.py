@@ -32,11 +32,12 @@ import importlib
 import importlib.util
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias, Union
 
 import lightning_utilities.core.rank_zero as _rank_zero
 import pytorch_lightning
 
-__all__ = ["LIGHTNING_PACKAGES", "Callback"]
+__all__ = ["LIGHTNING_PACKAGES", "Callback", "LightningDataModuleLike", "LightningModuleLike", "TrainerLike"]
 
 
 def _unified_lightning() -> ModuleType | None:
@@ -87,6 +88,20 @@ _UNIFIED = _unified_lightning()
 LIGHTNING_PACKAGES: tuple[ModuleType, ...] = _distinct(
     (pytorch_lightning,) + ((_UNIFIED,) if _UNIFIED is not None else ())
 )
+
+# Either package's LightningModule, LightningDataModule and Trainer, for the signatures that accept both.
+if TYPE_CHECKING:
+    import lightning.pytorch
+
+    LightningModuleLike: TypeAlias = Union[pytorch_lightning.LightningModule, lightning.pytorch.LightningModule]
+    LightningDataModuleLike: TypeAlias = Union[
+        pytorch_lightning.LightningDataModule, lightning.pytorch.LightningDataModule
+    ]
+    TrainerLike: TypeAlias = Union[pytorch_lightning.Trainer, lightning.pytorch.Trainer]
+else:  # at run time: the classes of the packages installed (so that typing.get_type_hints() resolves them)
+    LightningModuleLike = Union[tuple(p.LightningModule for p in LIGHTNING_PACKAGES)]
+    LightningDataModuleLike = Union[tuple(p.LightningDataModule for p in LIGHTNING_PACKAGES)]
+    TrainerLike = Union[tuple(p.Trainer for p in LIGHTNING_PACKAGES)]
 
 
 class Callback(*_callback_bases(LIGHTNING_PACKAGES)):  # type: ignore[misc]

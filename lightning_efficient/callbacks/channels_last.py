@@ -8,6 +8,7 @@ from typing import Any, Optional
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_warn
 
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.functional.layout import (
     BatchToChannelsLast,
     ConversionReport,
@@ -18,7 +19,6 @@ from lightning_efficient.functional.layout import (
     layout_error_note,
     parse_exclude,
 )
-from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.pipeline import BatchPipeline, add_stage
 
 __all__ = ["ChannelsLast", "ChannelsLastReport"]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Optional, Union
-
-import json
 
 import pytorch_lightning as pl
 import torch
@@ -17,6 +16,7 @@ from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
 from lightning_efficient.callbacks.roles import role
 from lightning_efficient.data.decode import is_pillow_simd
 from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
+from lightning_efficient.doctor import machine_info
 from lightning_efficient.functional.efficiency import (
     Check,
     RunFacts,
@@ -29,7 +29,6 @@ from lightning_efficient.functional.efficiency import (
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline
 from lightning_efficient.pipeline import get_pipeline, watch_fetch
-from lightning_efficient.doctor import machine_info
 from lightning_efficient.precision import recommended_precision
 from lightning_efficient.tune_result import RECENT, TuneResult, arch_key, cache_dir
 
@@ -62,11 +61,12 @@ class EfficiencyReport(Callback):
     rest of the step (batch transfer, hooks, other callbacks' work between steps, e.g. checkpoints; shown when at
     least 5% of the step). On the CPU these are host seconds. On CUDA the step, transforms and compute are read
     from CUDA events recorded on the current stream, i.e. device time, and nothing synchronizes while training
-    runs (the events are read a step or two later). Every ``log_every_n_steps`` batches it logs ``efficiency/images_per_s``,
-    ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's loggers; at the end of fit it
-    prints one table (rank zero only; under DDP the figures of all ranks are gathered: images/s summed, shares
-    pooled, peak memory per device) and a checklist of the practices with concrete advice. Its overhead is
-    measured in ``benchmarks/results/report_overhead.md`` (CPU) and ``benchmarks/results/gpu/`` (CUDA).
+    runs (the events are read a step or two later). Every ``log_every_n_steps`` batches it logs
+    ``efficiency/images_per_s``, ``efficiency/data_wait_share`` and ``efficiency/step_time_s`` to the Trainer's
+    loggers; at the end of fit it prints one table (rank zero only; under DDP the figures of all ranks are
+    gathered: images/s summed, shares pooled, peak memory per device) and a checklist of the practices with
+    concrete advice. Its overhead is measured in ``benchmarks/results/report_overhead.md`` (CPU) and
+    ``benchmarks/results/gpu/`` (CUDA).
 
     Callbacks tell the report what they do through
     :class:`~lightning_efficient.functional.efficiency.ReportsEfficiencyFacts` (an ``efficiency_facts()`` method).
@@ -181,7 +181,9 @@ class EfficiencyReport(Callback):
         self._detach()
         self._figures = self._gather(trainer, pl_module)
         package = next((p for p in LIGHTNING_PACKAGES if isinstance(trainer, p.Trainer)), pl)
-        busy = [type(c).__name__ for c in trainer.callbacks if role(c, package) in ("writes", "logs", "stops")]
+        # Trainer.callbacks: assigned by Lightning's _CallbackConnector, not declared on the class
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]
+        busy = [type(c).__name__ for c in callbacks if role(c, package) in ("writes", "logs", "stops")]
         self._between = f" (callbacks that work between steps: {', '.join(busy)})" if busy else ""
         facts = self._facts(trainer, pl_module)
         self._checks = checklist(facts, self._figures["data_wait_share"])
@@ -268,7 +270,7 @@ class EfficiencyReport(Callback):
             self._pipeline.remove_clock(self._timeline)
             self._pipeline = None
 
-    def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, float]:
+    def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, Any]:
         t = self.timer
         local = torch.tensor(
             [t.steps, t.samples, t.data_wait_s, t.transform_s, t.compute_s, t.other_s, t.peak_memory_bytes],
@@ -335,7 +337,8 @@ class EfficiencyReport(Callback):
             epochs=max(1, trainer.current_epoch),
             tuned=self.tuned if self.tuned is not None else decisions_for(pl_module),
         )
-        for callback in trainer.callbacks:  # the ReportsEfficiencyFacts protocol
+        # the ReportsEfficiencyFacts protocol; Trainer.callbacks is assigned by Lightning, not declared on the class
+        for callback in trainer.callbacks:  # type: ignore[attr-defined]
             facts = getattr(callback, "efficiency_facts", None)
             if callable(facts):
                 observed.update(facts())

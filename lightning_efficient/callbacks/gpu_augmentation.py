@@ -10,7 +10,6 @@ from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from lightning_efficient.callbacks.base import Callback
-from lightning_efficient.pipeline import add_stage
 from lightning_efficient.functional.augment import (
     build_augmentation,
     check_normalization_stats,
@@ -20,6 +19,7 @@ from lightning_efficient.functional.augment import (
     unit_range_problem,
 )
 from lightning_efficient.functional.batch import get_entry, replace_entry
+from lightning_efficient.pipeline import add_stage
 
 __all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD", "precision_input_dtype"]
 
@@ -54,7 +54,7 @@ def precision_input_dtype(plugin: Any) -> torch.dtype:
     problem = None
     try:
         probe = plugin.convert_input(torch.zeros((), dtype=torch.float32))
-    except Exception as err:  # a plugin we cannot ask: report it rather than guess silently
+    except Exception as err:  # noqa: BLE001 - a plugin we cannot ask: report it rather than guess silently
         probe, problem = None, f"its convert_input raised {type(err).__name__}: {err}"
     if problem is None and not (isinstance(probe, Tensor) and probe.is_floating_point()):
         what = f"a {probe.dtype} tensor" if isinstance(probe, Tensor) else type(probe).__name__
@@ -176,7 +176,7 @@ class GPUAugmentation(Callback):
     ) -> None:
         if (mean is None) != (std is None):
             raise ValueError("Give both `mean` and `std` (in [0, 1] units) to normalise, or neither.")
-        if mean is not None:
+        if mean is not None and std is not None:
             check_normalization_stats(mean, std)
         if mask_key is not None and mask_key == image_key:
             raise ValueError(f"`mask_key` and `image_key` are both {image_key!r}; they must differ.")
@@ -314,11 +314,11 @@ class GPUAugmentation(Callback):
                     )
                 x = x.float()
                 self._maybe_log(x)
-            if self.mean is not None:
+            if self.mean is not None and self.std is not None:
                 x = normalize(x, self.mean, self.std)
             x = x.to(dtype)
             batch = replace_entry(batch, self.image_key, x)
-            if masks is not None:
+            if masks is not None and self.mask_key is not None:
                 batch = replace_entry(batch, self.mask_key, masks)
             return batch
 
@@ -375,5 +375,5 @@ class GPUAugmentation(Callback):
         try:
             grid = preview(x[:16].detach(), lambda t: t, nrow=8)
             experiment.add_image("gpu_augmentation/train_batch", grid, global_step=trainer.global_step)
-        except Exception as err:  # logging must never break training
+        except Exception as err:  # noqa: BLE001 - logging must never break training
             rank_zero_warn(f"GPUAugmentation could not log images: {err}")

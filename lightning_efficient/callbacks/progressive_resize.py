@@ -132,7 +132,8 @@ class ProgressiveResize(Callback):
                 f"{type(images).__name__} {tuple(getattr(images, 'shape', ()))}; set image_key=."
             )
         scale = self.schedule.scale(self.position, self.run_epochs(trainer))
-        size = tuple(snap(side, scale, self.schedule.multiple) for side in images.shape[-2:])
+        multiple = self.schedule.multiple
+        size = (snap(images.shape[-2], scale, multiple), snap(images.shape[-1], scale, multiple))
         self.side = size[-1]
         batch = replace_entry(batch, self.image_key, resize_images(images, size))
         if self.mask_key is not None:

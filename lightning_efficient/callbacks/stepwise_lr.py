@@ -318,7 +318,7 @@ class StepwiseLR(Callback):
     ) -> None:
         # the LightningOptimizer of either Lightning package wraps the torch optimizer as `.optimizer`
         for raw in (optimizer, getattr(optimizer, "optimizer", None)):
-            if any(d.optimizer is raw for d in self._driven):
+            if raw is not None and any(d.optimizer is raw for d in self._driven):
                 self._apply(trainer, pl_module, raw, advance=True)  # again: something may have changed it since
                 return
 

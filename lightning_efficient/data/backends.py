@@ -23,13 +23,13 @@ from typing import ClassVar
 import torch
 from PIL import Image, ImageOps
 
+from lightning_efficient.data.crop_choice import CropChoice
 from lightning_efficient.data.decode import region as region_module  # via the module: one place to patch
 from lightning_efficient.data.decode.convert import pil_to_uint8_chw, to_rgb_or_l
 from lightning_efficient.data.decode.flavour import RESAMPLE, pil_flavour, resolve_resize
 from lightning_efficient.data.decode.limits import check_pixel_limit
 from lightning_efficient.data.decode.region import open_image_bytes
 from lightning_efficient.data.decode.resize import resize_region_pil, resize_region_uint8
-from lightning_efficient.data.crop_choice import CropChoice
 from lightning_efficient.data.device_decode import EncodedImage, encode_item
 
 __all__ = ["BACKENDS", "NvjpegBackend", "PilBackend", "TorchvisionBackend", "make_backend"]
@@ -160,7 +160,9 @@ class NvjpegBackend:
 
 
 #: ``backend=`` name -> strategy class.
-BACKENDS: dict[str, type] = {cls.name: cls for cls in (PilBackend, TorchvisionBackend, NvjpegBackend)}
+BACKENDS: dict[str, type[PilBackend | TorchvisionBackend | NvjpegBackend]] = {
+    cls.name: cls for cls in (PilBackend, TorchvisionBackend, NvjpegBackend)
+}
 
 
 def make_backend(

@@ -125,7 +125,7 @@ def _decode_with_pillow(item: EncodedImage) -> torch.Tensor:
         with open_image_bytes(item.data, item.path) as img:
             img.load()
             return pil_to_uint8_chw(to_rgb_or_l(img).convert("RGB"))
-    except Exception as err:  # noqa: BLE001 - any failure: the file is unreadable
+    except Exception as err:
         raise ImageDecodeError(
             f"{item.path}: cannot decode image ({type(err).__name__}: {err}); delete or replace the file."
         ) from err
@@ -199,11 +199,11 @@ def decode_batch(
                     outs.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
                 except RuntimeError:
                     outs.append(None)
-        for k, out in zip(jpeg, outs):
+        for k, out in zip(jpeg, outs, strict=False):
             decoded[k] = out
     mode = InterpolationMode(interpolation)
     images = []
-    for item, image in zip(items, decoded):
+    for item, image in zip(items, decoded, strict=False):
         if image is None:
             image = _decode_with_pillow(item).to(device, non_blocking=True)
             if cpu_fallbacks is not None:

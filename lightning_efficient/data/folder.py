@@ -244,7 +244,8 @@ class FastImageFolder(ImageFolder):
                 f"got {eval_resize!r}. Leave it as None for the standard size * 256 / 224."
             )
         self.eval_resize = eval_resize
-        #: The crop settings, applied to each image's header size (:class:`~lightning_efficient.data.crop_choice.CropChoice`).
+        #: The crop settings, applied to each image's header size
+        #: (:class:`~lightning_efficient.data.crop_choice.CropChoice`).
         self.crop = CropChoice(self.size, self.train, self.scale, self.ratio, self.eval_resize)
         if draft_gap is None:
             draft_gap = 1.0 if self.train else 2.0
@@ -408,7 +409,7 @@ class FastImageFolder(ImageFolder):
         )
 
 
-def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: bool = False):
+def uint8_collate(batch: Sequence[tuple[torch.Tensor | EncodedImage, Any]], *, channels_last: bool = False):
     """Collate ``(uint8 [3, H, W], target)`` pairs into ``(uint8 [B, 3, H, W], int64 [B])``.
 
     Args:
@@ -434,10 +435,13 @@ def uint8_collate(batch: Sequence[tuple[torch.Tensor, Any]], *, channels_last: b
     """
     if len(batch) == 0:
         raise ValueError("uint8_collate got an empty batch.")
-    if all(isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], EncodedImage) for item in batch):
+    heads = [item[0] for item in batch if isinstance(item, (tuple, list)) and len(item) == 2]
+    encoded = [head for head in heads if isinstance(head, EncodedImage)]
+    if len(encoded) == len(batch):
         # FastImageFolder(backend="nvjpeg"): keep the files encoded; GPUDecode decodes them on the device
-        return EncodedImages([item[0] for item in batch]), _collate_targets([item[1] for item in batch])
-    images, targets = [], []
+        return EncodedImages(encoded), _collate_targets([item[1] for item in batch])
+    images: list[torch.Tensor] = []
+    targets: list[Any] = []
     for k, item in enumerate(batch):
         if not isinstance(item, (tuple, list)) or len(item) != 2:
             raise ValueError(

@@ -43,8 +43,8 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
         from sklearn.datasets import load_digits
     except ImportError:
         raise ModuleNotFoundError(
-            "scikit-learn (which ships the digits dataset) is missing: `pip install scikit-learn`, or use your own "
-            "image folder.",
+            "scikit-learn (which ships the digits dataset) is missing: "
+            '`pip install "lightning_efficient[demo]"` (or scikit-learn), or use your own image folder.',
             name="sklearn",
         ) from None
     import numpy as np
@@ -60,7 +60,7 @@ def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
         folder = root / split / str(digits.target[i])
         folder.mkdir(parents=True, exist_ok=True)
         pixels = (digits.images[i] * (255.0 / 16.0)).clip(0, 255).astype("uint8")
-        Image.fromarray(pixels, mode="L").convert("RGB").resize((size, size), Image.BILINEAR).save(
+        Image.fromarray(pixels, mode="L").convert("RGB").resize((size, size), Image.Resampling.BILINEAR).save(
             folder / f"{i:04d}.png"
         )
     return root

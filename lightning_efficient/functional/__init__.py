@@ -8,11 +8,11 @@
 """
 
 from lightning_efficient.functional.augment import (
+    apply_trivial_augment,
     normalize,
     preview,
     rand_augment,
     sample_trivial_augment,
-    apply_trivial_augment,
     to_float,
     trivial_augment,
 )

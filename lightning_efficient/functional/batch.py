@@ -9,7 +9,7 @@ Batches come as a bare tensor, a tuple/list (``(images, targets)``, namedtuples 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Union
 
 Key = Union[int, str]
@@ -64,9 +64,13 @@ def replace_entry(batch: Any, key: Key, value: Any) -> Any:
     """
     if isinstance(batch, Mapping):
         new = copy.copy(batch)
+        if not isinstance(new, MutableMapping):
+            raise TypeError(f"cannot replace {key!r} in a read-only mapping batch of type {type(batch).__name__}")
         new[key] = value
         return new
     if isinstance(batch, (tuple, list)):
+        if not isinstance(key, int):
+            raise TypeError(f"a {type(batch).__name__} batch is indexed by position, not by {key!r}")
         items = list(batch)
         items[key] = value
         if isinstance(batch, list):

@@ -186,11 +186,7 @@ def to_nchw(tensor: Tensor) -> Tensor:
 
 class _FrozenDataclassMeta(type):
     def __instancecheck__(cls, obj: Any) -> bool:
-        return (
-            dataclasses.is_dataclass(obj)
-            and not isinstance(obj, type)
-            and getattr(type(obj), "__dataclass_params__").frozen
-        )
+        return dataclasses.is_dataclass(obj) and not isinstance(obj, type) and type(obj).__dataclass_params__.frozen  # type: ignore[attr-defined]  # set by @dataclass, not in typeshed
 
 
 class _FrozenDataclass(metaclass=_FrozenDataclassMeta):

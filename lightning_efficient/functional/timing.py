@@ -19,7 +19,8 @@ host moves on. On CUDA, host times of asynchronous kernel launches say little, a
 would serialise the pipeline. :class:`CudaEventClock` therefore records CUDA events on the current stream and
 reads them later: the step, transform and compute marks are the times at which the **GPU** reached them; the
 fetch stays in host time (the host waits for the loader). Events are resolved lazily (:meth:`StepTimeline.drain`),
-a step or two behind, and all of them at the end of fit; nothing synchronizes while training runs. Source: CUDA Programming Guide, "Events"; PyTorch ``torch.cuda.Event``.
+a step or two behind, and all of them at the end of fit; nothing synchronizes while training runs. Source: CUDA
+Programming Guide, "Events"; PyTorch ``torch.cuda.Event``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from lightning_efficient.functional.efficiency import StepTimer
+
+class Timer(Protocol):
+    """What :class:`StepTimeline` feeds, e.g. :class:`~lightning_efficient.functional.efficiency.StepTimer`."""
+
+    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = ...) -> None:
+        """Record one training batch."""
 
 
 class Clock(Protocol):
@@ -129,7 +135,8 @@ class _Step:
 
 @dataclass
 class StepTimeline:
-    """Collects the marks of each training batch and feeds :class:`StepTimer` in order, once they can be read.
+    """Collects the marks of each training batch and feeds a :class:`Timer` (e.g.
+    :class:`~lightning_efficient.functional.efficiency.StepTimer`) in order, once they can be read.
 
     Call :meth:`restart` where waiting time must not be counted (epoch start, after validation),
     :meth:`fetch_started`/:meth:`fetch_stopped` around the fetch (``lightning_efficient.pipeline.watch_fetch``
@@ -142,7 +149,7 @@ class StepTimeline:
     """
 
     clock: Clock
-    timer: StepTimer
+    timer: Timer
     _previous_end: Any = None
     _transforms: list = field(default_factory=list)
     _open: Any = None

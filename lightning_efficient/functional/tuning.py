@@ -12,9 +12,10 @@ After ``min_pairs`` pairs, and after every pair from then on, the change is
 The bounds are one-sided Student's t bounds on the log ratios at 95% *over all the looks* (Bonferroni: each of the
 ``max_pairs - min_pairs + 1`` looks at ``1 - 0.05 / looks``), so that measuring until the rule decides keeps a change
 that gains nothing at most 5% of the time. A change the time budget cannot afford ``min_pairs`` pairs of is **not
-measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it. More DataLoader
-workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl's law: they
-can at most remove the wait). A compilation is charged to the planned run (amortised).
+measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it; so too when the
+budget runs out before the rule decides, unless the pairs so far point away from the default (then: undecided). More
+DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl's
+law: they can at most remove the wait). A compilation is charged to the planned run (amortised).
 
 :func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair` answers
 (or thrown :class:`MeasurementError`), so that ``lightning_efficient.tuner`` measures and this module decides. Units:
@@ -177,7 +178,7 @@ def search(
     base: Window = yield Request("baseline", current, current)
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
-    elapsed, best, decisions = base.elapsed_s, current, []
+    elapsed, best, decisions = base.elapsed_s, current, list[Decision]()
     for factor in FACTORS:
         for value in [v for v in options.get(factor, ()) if v != getattr(current, factor)]:
             if value == getattr(best, factor):
@@ -193,7 +194,7 @@ def search(
                 why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {budget_s - elapsed:.1f} s left"
                 decisions.append(Decision(factor, value, getattr(old, factor), "not measured", reason=why))
                 continue
-            ratios, verdict, why = [], "more", f"{MAX_PAIRS} pairs"
+            ratios, verdict, why = list[float](), "more", f"{MAX_PAIRS} pairs"
             while verdict == "more":
                 try:
                     pair: Pair = yield Request("pair", new, old, factor, len(ratios))
@@ -205,10 +206,13 @@ def search(
                 amortised = plan_s / (plan_s + compile_s) if math.isfinite(plan_s + compile_s) else 1.0
                 ratios.append(pair.new_rate * amortised / pair.old_rate)
                 verdict = judge(ratios, min_gain)
-                if verdict == "more" and elapsed + cost > budget_s:
-                    verdict, why = "undecided", "the budget ran out"
+                if verdict == "more" and elapsed + cost > budget_s:  # the default, unless the pairs point away
+                    gain, why = bounds(ratios)[0], "the budget ran out"
+                    toward = factor in defaults and (gain >= 1) == (defaults[factor] == value)
+                    verdict = "not measured" if toward else "undecided"
             d = Decision(factor, value, getattr(old, factor), verdict, tuple(ratios))
             text = {"kept": "kept", "ruled out": f"no gain above {min_gain:.0%}", "failed": f"failed: {why}"}
+            text["not measured"] = "over budget before the rule decided: recipe()'s default applies"
             reason = text.get(verdict, f"undecided after {why}; the setting in use stays")
             decisions.append(replace(d, reason=f"{d.describe()}: {reason}" if ratios else reason))
             best = new if verdict == "kept" else best

@@ -1,4 +1,5 @@
-"""ChannelsLast under DDP: 2 CPU processes, gloo. Run by ``tests/callbacks/test_channels_last.py::test_ddp_two_processes``.
+"""ChannelsLast under DDP: 2 CPU processes, gloo. Run by
+``tests/callbacks/test_channels_last.py::test_ddp_two_processes``.
 
 Usage: ``python tests/callbacks/ddp_channels_last_script.py OUT_DIR``. Lightning's ``strategy="ddp"`` re-launches this
 script for rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with what it saw: the layout of every batch

@@ -17,12 +17,11 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from trainer_helpers import TRAINER_KW
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast, ChannelsLastReport
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.pipeline import add_stage, get_pipeline
-
-from trainer_helpers import TRAINER_KW
 
 # Several tests train without a val_dataloader on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
@@ -255,7 +254,7 @@ def test_loss_and_gradients_match_nchw(precision, rtol, atol):
     for name, grad in candidate.grads.items():
         assert torch.isfinite(grad).all(), name
         torch.testing.assert_close(grad, reference.grads[name], rtol=rtol, atol=atol, msg=name)
-    for (name, p), q in zip(candidate.named_parameters(), reference.parameters()):
+    for (name, p), q in zip(candidate.named_parameters(), reference.parameters(), strict=False):
         torch.testing.assert_close(p, q, rtol=rtol, atol=atol, msg=name)
 
 
@@ -345,7 +344,7 @@ def test_torch_compile_predict_matches_eager():
     assert callback.report().batch_tensors_converted == 2
     assert is_channels_last(model.model[0].weight)
     assert len(got) == len(expected) == 2
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=False):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
@@ -368,7 +367,7 @@ def test_ddp_two_processes(tmp_path):
     assert results[0]["checksum"] == results[1]["checksum"]
 
 
-# --------------------------------------------------------------- NCHW-only code: `.view` after the convs (#12)
+# --------------------------------------------------------------- NCHW-only code: `.view` after the convs
 
 
 class FlattenNet(pl.LightningModule):

@@ -1,4 +1,4 @@
-"""GPUAugmentation and input in other units (issue #12, item 7): no silent double normalisation.
+"""GPUAugmentation and input in other units: no silent double normalisation.
 
 Reported: ``GPUAugmentation(..., mean=IMAGENET_MEAN, std=IMAGENET_STD)`` on batches the dataset had normalised
 already (or on float noise) trained without a word, and ``mean=(123.675, ...), std=(58.395, ...)`` (0-255 units)
@@ -160,9 +160,13 @@ def test_each_fit_checks_its_first_batch_again():
 
 @pytest.mark.parametrize(
     "mean,std",
-    [(IMAGENET_MEAN_255, IMAGENET_STD_255), (IMAGENET_MEAN, IMAGENET_STD_255), (IMAGENET_MEAN_255, IMAGENET_STD),
-     ((127.5,), (127.5,))],
-)  # fmt: skip
+    [
+        (IMAGENET_MEAN_255, IMAGENET_STD_255),
+        (IMAGENET_MEAN, IMAGENET_STD_255),
+        (IMAGENET_MEAN_255, IMAGENET_STD),
+        ((127.5,), (127.5,)),
+    ],
+)
 def test_statistics_in_0_255_units_are_rejected_naming_the_fix(mean, std):
     with pytest.raises(ValueError, match=r"look like 0-255 units.*Fix: divide them by 255") as err:
         GPUAugmentation("trivial_augment", mean=mean, std=std)

@@ -1,4 +1,4 @@
-"""GPUAugmentation with segmentation masks (issue #12, item 3): masks leave the callback with the shape and dtype
+"""GPUAugmentation with segmentation masks: masks leave the callback with the shape and dtype
 they came in with, in training as in validation, whatever module augments them.
 
 The report: ``GPUAugmentation(AugmentationSequential(..., data_keys=["input", "mask"]), mask_key=1)`` on
@@ -82,8 +82,12 @@ def _float_answer(images, masks):
     return images.flip(-1), m.flip(-1)
 
 
-AUGMENTATIONS = {"kornia": _kornia_sequential, "float_answer": lambda: _float_answer,
-                 "trivial_augment": lambda: "trivial_augment", "cifar": lambda: "cifar"}  # fmt: skip
+AUGMENTATIONS = {
+    "kornia": _kornia_sequential,
+    "float_answer": lambda: _float_answer,
+    "trivial_augment": lambda: "trivial_augment",
+    "cifar": lambda: "cifar",
+}
 
 
 def test_the_reported_batch_keeps_its_mask_shape_in_training():

@@ -1,4 +1,4 @@
-"""GPUAugmentation under every Trainer precision (issue #12, item 5, and the ``precision_input_dtype`` rule).
+"""GPUAugmentation under every Trainer precision (the ``precision_input_dtype`` rule).
 
 The same draws must give the same geometry and values whatever ``precision=`` is: the callback augments in
 float32 and casts last, to the dtype the precision plugin's ``convert_input`` gives model inputs. Under the
@@ -7,7 +7,6 @@ here are exact in every dtype (multiples of 1/256), so only the final cast may r
 """
 
 from __future__ import annotations
-
 
 import pytest
 import pytorch_lightning as pl
@@ -28,10 +27,17 @@ N, SIZE = 6, 24
 #: precision string -> the dtype of the images the module receives (``*-mixed``: float32, autocast casts later;
 #: "16-mixed" on CPU becomes "bf16-mixed" with a warning).
 PRECISIONS = {
-    "32-true": torch.float32, "32": torch.float32, "16-mixed": torch.float32, "16": torch.float32,
-    "bf16-mixed": torch.float32, "bf16": torch.float32, "bf16-true": torch.bfloat16, "16-true": torch.float16,
-    "64-true": torch.float64, "64": torch.float64,
-}  # fmt: skip
+    "32-true": torch.float32,
+    "32": torch.float32,
+    "16-mixed": torch.float32,
+    "16": torch.float32,
+    "bf16-mixed": torch.float32,
+    "bf16": torch.float32,
+    "bf16-true": torch.bfloat16,
+    "16-true": torch.float16,
+    "64-true": torch.float64,
+    "64": torch.float64,
+}
 #: One precision per plugin (the others are aliases) for the runs through a Trainer.
 PLUGIN_PRECISIONS = ["32-true", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"]
 
@@ -106,7 +112,7 @@ def test_every_precision_gets_the_float32_batches_in_its_input_dtype(precision, 
     dtype = PRECISIONS[precision]
     for stage in ("train", "val"):
         assert len(model.batches[stage]) == len(ref.batches[stage]) == 2
-        for (x, masks), (x_ref, masks_ref) in zip(model.batches[stage], ref.batches[stage]):
+        for (x, masks), (x_ref, masks_ref) in zip(model.batches[stage], ref.batches[stage], strict=False):
             assert x.dtype == dtype and masks.dtype == torch.int64 and masks.shape == masks_ref.shape
             assert torch.equal(x, x_ref.to(dtype)), f"{precision} {stage}: other values than float32's"
             assert torch.equal(masks, masks_ref)  # the same geometry: masks identical, images aligned with them

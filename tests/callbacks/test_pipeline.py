@@ -13,6 +13,7 @@ from PIL import Image
 from pytorch_lightning.utilities.model_helpers import is_overridden
 from torch import nn
 from torch.utils.data import DataLoader
+from trainer_helpers import TRAINER_KW
 
 from lightning_efficient import ChannelsLast, FastImageFolder, GPUAugmentation, GPUDecode, uint8_collate
 from lightning_efficient.data import EncodedImages
@@ -25,8 +26,6 @@ from lightning_efficient.pipeline import (
     hook_owner,
     overrides_hook,
 )
-
-from trainer_helpers import TRAINER_KW
 
 
 class Plain(pl.LightningModule):

@@ -15,9 +15,9 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from torch import nn
-from trainer_helpers import TRAINER_KW
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from trainer_helpers import TRAINER_KW
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.functional import schedules as F
@@ -305,7 +305,7 @@ class TwoOptimizers(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         x, y = batch
         opts = self.optimizers()
-        for i, (opt, layer) in enumerate(zip(opts, (self.a, self.b))):
+        for i, (opt, layer) in enumerate(zip(opts, (self.a, self.b), strict=False)):
             if i == 1 and batch_idx % 2:  # optimizer b updates every other batch
                 continue
             opt.zero_grad()

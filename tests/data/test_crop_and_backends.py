@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from image_helpers import gradient_image
 from torchvision import transforms as T
 
 import lightning_efficient.data.decode.flavour as flavour
@@ -17,8 +18,6 @@ from lightning_efficient.data.backends import BACKENDS, NvjpegBackend, PilBacken
 from lightning_efficient.data.crop_choice import CropChoice
 from lightning_efficient.data.decode import center_crop_box, random_resized_crop_box
 from lightning_efficient.functional import crop
-
-from image_helpers import gradient_image
 
 
 def test_old_import_paths_are_the_one_home():

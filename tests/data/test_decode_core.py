@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from image_helpers import data as _data
 from PIL import Image
 from torchvision import transforms as T
 from torchvision.datasets.folder import default_loader
@@ -24,8 +25,6 @@ from lightning_efficient.data.decode import (
     resolve_resize,
 )
 from lightning_efficient.data.decode.orientation import ORIENTATION_TRANSPOSE
-
-from image_helpers import data as _data
 
 
 def _textured(w: int, h: int, seed: int = 0) -> Image.Image:
@@ -53,7 +52,7 @@ def test_truncated_jpeg_fails_whatever_the_crop(tmp_path, fraction):
     bad.write_bytes(data[: int(len(data) * fraction)])
     for box in [(0.0, 0.0, 100.0, 40.0), (0.0, 0.0, 400.0, 400.0)]:  # even a crop from rows that are all there
         with pytest.raises(OSError, match="truncated"):
-            decode_region(str(bad), (32, 32), lambda w, h: box)
+            decode_region(str(bad), (32, 32), lambda w, h, box=box: box)
 
 
 def test_data_after_eoi_decodes_in_full(tmp_path):

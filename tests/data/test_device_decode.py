@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from image_helpers import data as _data
+from image_helpers import gradient_image as _gradient
+from image_helpers import mad as _mad
 from PIL import Image
 from torch.utils.data import DataLoader
 
 from lightning_efficient import FastImageFolder, GPUDecode, uint8_collate
 from lightning_efficient.data import EncodedImages, ImageDecodeError, decode_batch
-
-from image_helpers import data as _data
-from image_helpers import gradient_image as _gradient
-from image_helpers import mad as _mad
 
 
 def test_eval_batch_matches_pillow_backend():

@@ -12,6 +12,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from image_helpers import data as _data
+from image_helpers import gradient_image as _gradient_image
+from image_helpers import mad as _mad
 from PIL import Image, ImageOps, features
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
@@ -29,10 +32,6 @@ from lightning_efficient.data.decode import (
 )
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import suggest_loader_kwargs
-
-from image_helpers import data as _data
-from image_helpers import gradient_image as _gradient_image
-from image_helpers import mad as _mad
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:The image decoding and encoding capabilities of TorchVision are deprecated:DeprecationWarning"

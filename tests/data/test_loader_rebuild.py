@@ -21,7 +21,7 @@ def _dataset(n: int = 22) -> TensorDataset:
 
 
 def _collate(items):
-    images, ids = zip(*items)
+    images, ids = zip(*items, strict=False)
     return {"images": torch.stack(images), "ids": torch.stack(ids)}
 
 
@@ -36,7 +36,7 @@ def _batches(loader: DataLoader, generator: torch.Generator, seed: int = 0) -> l
 
 def _same(a: list, b: list) -> None:
     assert len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         assert x.keys() == y.keys()
         for k in x:
             assert torch.equal(x[k], y[k])

@@ -90,14 +90,31 @@ def _torchvision(op: str, m: float, x: torch.Tensor, x_uint8: torch.Tensor) -> t
 
 OP_CASES = [
     ("Identity", 0.0),
-    ("ShearX", 0.5), ("ShearX", -0.3), ("ShearY", 0.66), ("ShearY", -0.99),
-    ("TranslateX", 12.7), ("TranslateX", -20.2), ("TranslateY", 9.0), ("TranslateY", -31.0),
-    ("Rotate", 30.0), ("Rotate", -100.0),
-    ("Brightness", 0.5), ("Brightness", -0.5), ("Color", 0.7), ("Color", -0.9),
-    ("Contrast", 0.5), ("Contrast", -0.6), ("Sharpness", 0.8), ("Sharpness", -0.8),
-    ("Posterize", 3), ("Posterize", 6), ("Solarize", 0.5), ("Solarize", 0.1),
-    ("AutoContrast", 0.0), ("Equalize", 0.0),
-]  # fmt: skip
+    ("ShearX", 0.5),
+    ("ShearX", -0.3),
+    ("ShearY", 0.66),
+    ("ShearY", -0.99),
+    ("TranslateX", 12.7),
+    ("TranslateX", -20.2),
+    ("TranslateY", 9.0),
+    ("TranslateY", -31.0),
+    ("Rotate", 30.0),
+    ("Rotate", -100.0),
+    ("Brightness", 0.5),
+    ("Brightness", -0.5),
+    ("Color", 0.7),
+    ("Color", -0.9),
+    ("Contrast", 0.5),
+    ("Contrast", -0.6),
+    ("Sharpness", 0.8),
+    ("Sharpness", -0.8),
+    ("Posterize", 3),
+    ("Posterize", 6),
+    ("Solarize", 0.5),
+    ("Solarize", 0.1),
+    ("AutoContrast", 0.0),
+    ("Equalize", 0.0),
+]
 
 
 @pytest.mark.parametrize("op,m", OP_CASES)
@@ -388,13 +405,33 @@ def test_misspelt_preset_suggests_the_right_name():
 # Names served by the single module `augment.py` before it became a package (tests, notebooks, benchmarks, the
 # package's own `__init__` files import them from `lightning_efficient.functional.augment`).
 PUBLIC_NAMES = [
-    "OPS", "GEOMETRIC_OPS", "PolicyParams", "AffineParams", "Augmentation", "to_float", "normalize",
-    "sample_trivial_augment", "apply_trivial_augment", "trivial_augment", "sample_rand_augment", "rand_augment",
-    "apply_policy", "sample_random_resized_crop_flip", "sample_pad_crop_flip", "apply_affine", "imagenet_augment",
-    "cifar_augment", "PRESETS", "build_augmentation", "preview",
-    # added with issue #12: mask layouts, dtype-independent geometry, unit checks
-    "restore_masks", "WARP_DTYPE", "check_normalization_stats", "unit_range_problem",
-]  # fmt: skip
+    "OPS",
+    "GEOMETRIC_OPS",
+    "PolicyParams",
+    "AffineParams",
+    "Augmentation",
+    "to_float",
+    "normalize",
+    "sample_trivial_augment",
+    "apply_trivial_augment",
+    "trivial_augment",
+    "sample_rand_augment",
+    "rand_augment",
+    "apply_policy",
+    "sample_random_resized_crop_flip",
+    "sample_pad_crop_flip",
+    "apply_affine",
+    "imagenet_augment",
+    "cifar_augment",
+    "PRESETS",
+    "build_augmentation",
+    "preview",
+    # mask layouts, dtype-independent geometry, unit checks
+    "restore_masks",
+    "WARP_DTYPE",
+    "check_normalization_stats",
+    "unit_range_problem",
+]
 
 
 def test_package_reexports_every_public_name_of_the_old_module():
@@ -415,7 +452,7 @@ def test_colour_op_rejects_a_geometric_name():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Issue #12, item 3: masks leave an augmentation with the shape and dtype they came in with, whatever augments
+# masks leave an augmentation with the shape and dtype they came in with, whatever augments
 # them (Kornia's AugmentationSequential returns [B, H, W] masks as [B, 1, H, W], kornia#4750).
 MASK_DTYPES = [torch.int64, torch.uint8, torch.bool, torch.float32]
 MASK_LAYOUTS = ["BHW", "B1HW"]
@@ -513,7 +550,7 @@ def test_custom_callable_whose_masks_do_not_follow_the_images_is_an_error():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Issue #12, item 5: the images' dtype does not change the geometry (same draws, same pixel positions).
+# the images' dtype does not change the geometry (same draws, same pixel positions).
 HALF_AND_DOUBLE = [torch.bfloat16, torch.float16, torch.float64]
 
 
@@ -608,12 +645,17 @@ def test_matrices_are_float32_whatever_the_default_dtype():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Issue #12, item 7: statistics in 0-255 units and float input outside [0, 1] are named, not silently used.
+# statistics in 0-255 units and float input outside [0, 1] are named, not silently used.
 @pytest.mark.parametrize(
     "mean,std",
-    [((123.675, 116.28, 103.53), (58.395, 57.12, 57.375)), ((0.485, 0.456, 0.406), (58.395, 57.12, 57.375)),
-     ((123.675, 116.28, 103.53), (0.229, 0.224, 0.225)), ((-0.1,), (0.5,)), ((127.5,), (127.5,))],
-)  # fmt: skip
+    [
+        ((123.675, 116.28, 103.53), (58.395, 57.12, 57.375)),
+        ((0.485, 0.456, 0.406), (58.395, 57.12, 57.375)),
+        ((123.675, 116.28, 103.53), (0.229, 0.224, 0.225)),
+        ((-0.1,), (0.5,)),
+        ((127.5,), (127.5,)),
+    ],
+)
 def test_statistics_in_0_255_units_are_rejected_with_the_fix(mean, std):
     with pytest.raises(ValueError, match=r"0-255 units.*Fix: divide them by 255: mean=\("):
         A.check_normalization_stats(mean, std)

@@ -34,9 +34,7 @@ AFFINE_PRESETS = ("imagenet", "cifar")
 NUM_BINS = 31
 
 #: ``(preset, operation)``: every entry of :data:`OPS` for a policy preset, the preset itself for the others.
-OPERATIONS = [
-    (preset, op) for preset in PRESETS for op in (OPS if preset in POLICY_SPACES else (preset,))
-]  # fmt: skip
+OPERATIONS = [(preset, op) for preset in PRESETS for op in (OPS if preset in POLICY_SPACES else (preset,))]
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: Signed integers of each floating dtype's width, for counting units in the last place.
 _BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 from lightning_efficient.functional.layout import (
+    LAYOUT_NOTE_PREFIX,
     BatchToChannelsLast,
     ConversionReport,
     batch_to_channels_last,
     check_five_d,
     convert_module_to_channels_last,
     is_channels_last,
-    LAYOUT_NOTE_PREFIX,
     is_channels_last_3d,
     layout_error_note,
     parse_exclude,
@@ -434,9 +434,9 @@ def test_batch_values_unchanged_property(shapes, dtype, rank):
     others = [torch.randn((2,) * rank).to(dtype), torch.randint(0, 9, shapes[0])]
     batch = {"imgs": tensors, "others": tuple(others)}
     out = batch_to_channels_last(batch)
-    for o, i in zip(out["imgs"], tensors):
+    for o, i in zip(out["imgs"], tensors, strict=False):
         _check_tensor(o, i)
-    for o, i in zip(out["others"], others):
+    for o, i in zip(out["others"], others, strict=False):
         _check_tensor(o, i)
 
 
@@ -451,12 +451,12 @@ def test_optimizer_created_before_conversion_keeps_working():
     for step in range(3):
         if step == 1:
             convert_module_to_channels_last(model)
-        for m, opt in zip((model, reference), optimizers):
+        for m, opt in zip((model, reference), optimizers, strict=False):
             opt.zero_grad()
             m(x).square().mean().backward()
             opt.step()
     assert is_channels_last(model[0].weight)
-    for p, q in zip(model.parameters(), reference.parameters()):
+    for p, q in zip(model.parameters(), reference.parameters(), strict=False):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 

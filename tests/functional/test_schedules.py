@@ -49,7 +49,9 @@ def pytorch_lr_at(probe, epoch, real):
     n = math.floor(epoch)
     cls = type(probe)
     if cls is L.MultiplicativeLR:
-        return [a * (b / a) ** (epoch - n) if a and b / a > 0 else a for a, b in zip(real[n], real[n + 1])]
+        return [
+            a * (b / a) ** (epoch - n) if a and b / a > 0 else a for a, b in zip(real[n], real[n + 1], strict=False)
+        ]
     if cls in (L.ConstantLR, L.LinearLR) and probe.total_iters <= 0:
         return real[n]
     with warnings.catch_warnings():
@@ -294,7 +296,7 @@ def test_warmup_cosine_shape(warmup, length, start, final):
     assert sched(warmup + 2 * length) == pytest.approx(final)
     xs = [warmup + length * i / 20 for i in range(21)]
     values = [sched(x) for x in xs]
-    assert all(a >= b - 1e-12 for a, b in zip(values, values[1:]))  # non-increasing after warmup
+    assert all(a >= b - 1e-12 for a, b in zip(values, values[1:], strict=False))  # non-increasing after warmup
 
 
 def test_warmup_cosine_errors_and_lambda_lr_use():

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, Callable, Optional
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lightning_efficient.functional.tuning import (
@@ -228,10 +228,10 @@ def test_a_compilation_is_charged_to_the_planned_run():
     def run(planned: int) -> Decision:
         gen = search(Candidate(), {"compile": [False, True]}, {}, lambda r, s: 1.0, 1.0, 1e6)
         next(gen)
-        req = gen.send(Window(0.1, 0.0, 32, 0.0, planned))
+        gen.send(Window(0.1, 0.0, 32, 0.0, planned))
         try:
             while True:  # 1.2x faster once compiled; its fit's warm-up 30 s longer
-                req = gen.send(Pair(120.0, 100.0, 1.0, new_warmup_s=31.0, old_warmup_s=1.0))
+                gen.send(Pair(120.0, 100.0, 1.0, new_warmup_s=31.0, old_warmup_s=1.0))
         except StopIteration as stop:
             return stop.value[1][0]
 

@@ -1,6 +1,7 @@
 """The JPEG end-of-image check and the libjpeg DCT-scale choice: bytes and sizes in, answers out (no decoding).
 
-Sources: ITU-T T.81 (JPEG) B.1.1.3 markers; libjpeg DCT scaling, which Pillow exposes as ``Image.draft(mode, size)``: it picks the largest scale ``s`` in {1, 2, 4, 8} with
+Sources: ITU-T T.81 (JPEG) B.1.1.3 markers; libjpeg DCT scaling, which Pillow exposes as
+``Image.draft(mode, size)``: it picks the largest scale ``s`` in {1, 2, 4, 8} with
 ``stored_size // requested_size >= s`` (``PIL/JpegImagePlugin.py::draft``).
 """
 

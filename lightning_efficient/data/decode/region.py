@@ -47,7 +47,7 @@ class DecodedRegion:
     scale: int
 
 
-def open_image_bytes(data: bytes, path: str) -> Image.Image:
+def open_image_bytes(data: bytes | io.BytesIO, path: str) -> Image.Image:
     """``Image.open`` on a file's bytes (or a ``BytesIO`` of them), with Pillow's "cannot identify" error naming
     the file, not the buffer.
 
@@ -121,14 +121,14 @@ def decode_region(
                 # request (W // s, H // s): Pillow then picks exactly scale s (W // (W // s) is in [s, 2s)).
                 drafted = img.draft("RGB", (stored_w // s, img.size[1] // s))
                 if drafted is not None:  # None: Pillow could not draft (e.g. unusual tiling); decode at full size
-                    s = stored_w / drafted[1][2]  # the scale Pillow configured (== s)
-                    scale = int(round(s))
+                    actual = stored_w / drafted[1][2]  # the scale Pillow configured (== s)
+                    scale = int(round(actual))
                     # libjpeg maps stored x -> x / s (decoded size is ceil(W / s)); clamp against rounding.
                     box = (
-                        max(0.0, box[0] / s),
-                        max(0.0, box[1] / s),
-                        min(float(img.size[0]), box[2] / s),
-                        min(float(img.size[1]), box[3] / s),
+                        max(0.0, box[0] / actual),
+                        max(0.0, box[1] / actual),
+                        min(float(img.size[0]), box[2] / actual),
+                        min(float(img.size[1]), box[3] / actual),
                     )
         img.load()
         work = to_rgb_or_l(img)  # loaded pixels stay valid after the file is closed

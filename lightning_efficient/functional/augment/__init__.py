@@ -91,6 +91,7 @@ __all__ = [
     "imagenet_augment",
     "cifar_augment",
     "PRESETS",
+    "Augmentation",
     "build_augmentation",
     "preview",
 ]

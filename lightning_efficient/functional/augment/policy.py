@@ -94,7 +94,7 @@ def apply_policy(
                 continue
             idx = order[starts[k] : starts[k + 1]]
             out[idx] = apply_colour_op(OPS[k], out[idx], mags[idx])
-    if masks4 is None:
+    if masks4 is None or mask_shape is None:
         return out
     return out, masks4.reshape(mask_shape)
 

@@ -84,12 +84,10 @@ def output_size(size: Optional[Union[int, Sequence[int]]], height: int, width: i
     """
     if size is None:
         return height, width
-    if isinstance(size, int) and not isinstance(size, bool):
-        size = (size, size)
-    size = tuple(size)
-    if len(size) != 2 or not all(isinstance(s, int) and s > 0 for s in size):
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if isinstance(size, bool) or len(pair) != 2 or not all(isinstance(s, int) and s > 0 for s in pair):
         raise ValueError(f"`size` must be a positive int or (height, width), got {size!r}.")
-    return size  # type: ignore[return-value]
+    return pair[0], pair[1]
 
 
 def parameter_device(generator: Optional[torch.Generator], device: Any) -> torch.device:

@@ -213,7 +213,7 @@ def apply_affine(
         raise ValueError(f"params are for {params.matrix.shape[0]} samples but the batch has {images.shape[0]}.")
     matrix = params.matrix.to(images.device)
     out = warp_images(images, matrix, params.size, interpolation, fill)
-    if masks4 is None:
+    if masks4 is None or mask_shape is None:
         return out
     warped = warp_masks(masks4, matrix, params.size, mask_fill)
     return out, warped.reshape(*mask_shape[:-2], *params.size)

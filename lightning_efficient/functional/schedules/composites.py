@@ -145,13 +145,16 @@ class ChainedForm:
         for kind, data in self.steps:
             if kind == "ratio":
                 fa, fb = data(float(a)), data(b)
-                lr = [x if p == q else (x * q / p if p else bl * q) for x, p, q, bl in zip(lr, fa, fb, bases)]
+                lr = [
+                    x if p == q else (x * q / p if p else bl * q)
+                    for x, p, q, bl in zip(lr, fa, fb, bases, strict=False)
+                ]
             elif kind == "cosine":
                 t_max, eta_min, child_bases = data
                 ca = 1 + math.cos(math.pi * a / t_max)
                 cb = 1 + math.cos(math.pi * b / t_max)
                 if (a - t_max) % (2 * t_max) == 0:  # PyTorch's additive branch (c(a) == 0)
-                    lr = [x + (cbase - eta_min) * (cb - ca) / 2 for x, cbase in zip(lr, child_bases)]
+                    lr = [x + (cbase - eta_min) * (cb - ca) / 2 for x, cbase in zip(lr, child_bases, strict=False)]
                 else:
                     lr = [eta_min + (x - eta_min) * cb / ca for x in lr]
             else:

@@ -80,7 +80,7 @@ class EpochSchedule:
         return float(self.total_epochs)
 
 
-class warmup_cosine(EpochSchedule):  # noqa: N801 - reads like a function at the call site
+class warmup_cosine(EpochSchedule):
     """Linear warmup for ``warmup_epochs``, then half a cosine to ``final_factor`` at ``total_epochs``.
 
     ``factor(e)`` (``e`` in fractional epochs, a float; the result is a float factor of the base LR):

@@ -43,7 +43,9 @@ def plot_schedule(
     try:
         import matplotlib.pyplot as plt
     except ImportError as err:  # pragma: no cover - dev dependency present in tests
-        raise ImportError("plot_schedule needs matplotlib: pip install matplotlib") from err
+        raise ImportError(
+            'plot_schedule needs matplotlib: pip install "lightning_efficient[plot]" (or matplotlib)'
+        ) from err
 
     num_steps = steps_per_epoch * num_epochs
     step_lrs = [lrs[param_group] for lrs in stepwise_lrs(scheduler, steps_per_epoch, num_steps)]
