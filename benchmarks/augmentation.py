@@ -158,11 +158,11 @@ def make_loader(dataset, indices: list[int], s: Settings, collate=None, persiste
 def micro_variants(root: Path, s: Settings) -> dict[str, Callable[[], float]]:
     from PIL import Image
     from torchvision import transforms
+    from torchvision.datasets import ImageFolder
     from torchvision.transforms.v2 import functional as F
 
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD
     from lightning_efficient.data import balanced_subset
-    from torchvision.datasets import ImageFolder
 
     folder = ImageFolder(root)
     idx = balanced_subset(folder.targets, s.micro_images, s.seed)

@@ -41,8 +41,8 @@ import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.harness import (
-    StepClock,
     Comparison,
+    StepClock,
     comparison_table,
     images_per_second,
     interleave,
@@ -145,7 +145,7 @@ def layout_ratios(comp: Comparison, precision: str) -> list[float]:
     """Per-round ChannelsLast / NCHW images/s within ``precision`` (both measured in the same round)."""
     nchw = comp.values[variant_name(precision, False)]
     nhwc = comp.values[variant_name(precision, True)]
-    return [c / n for c, n in zip(nhwc, nchw)]
+    return [c / n for c, n in zip(nhwc, nchw, strict=False)]
 
 
 def run_model(arch: str, args: argparse.Namespace, data: TensorDataset) -> dict:
@@ -168,7 +168,7 @@ def run_model(arch: str, args: argparse.Namespace, data: TensorDataset) -> dict:
         layout[precision] = {"median": statistics.median(r), "min": min(r), "max": max(r), "per_round": r}
     if args.plain:
         ref, cl = comp.values["plain PyTorch 32-true NCHW"], comp.values["plain PyTorch 32-true channels_last"]
-        r = [c / n for c, n in zip(cl, ref)]
+        r = [c / n for c, n in zip(cl, ref, strict=False)]
         layout["plain PyTorch 32-true"] = {"median": statistics.median(r), "min": min(r), "max": max(r), "per_round": r}
     return {
         "comparison": comp,

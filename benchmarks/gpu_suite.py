@@ -71,6 +71,7 @@ from benchmarks.harness import (  # noqa: E402
     comparison_table,
     interleave,
     markdown_table,
+    results_dir,
     write_results,
 )
 
@@ -268,7 +269,9 @@ class Suite:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", ".*16-mixed.*is not supported by the CPU.*")
             comp = interleave(variants, rounds=s.rounds, warmup=s.warmup, log=self.log)
-        report_ratio = [a / b for a, b in zip(comp.values["recipe()"], comp.values["recipe(efficiency_report=False)"])]
+        report_ratio = [
+            a / b for a, b in zip(comp.values["recipe()"], comp.values["recipe(efficiency_report=False)"], strict=False)
+        ]
         overhead = 1 - sorted(report_ratio)[len(report_ratio) // 2]
         peak_rows = [(n, f"{max(v):.0f}") for n, v in peaks.items()]
         body = (
@@ -477,9 +480,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (~3 min on an H200)")
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run, e.g. b,c")
     parser.add_argument("--dry-run", action="store_true", help="on the CPU at tiny sizes: checks the code paths")
-    parser.add_argument("--results", default=str(RESULTS / "gpu"), help="folder for the .md/.json results")
+    parser.add_argument(
+        "--results",
+        default=None,
+        help="folder for the .md/.json results (default results/gpu; a dry run: outside the tracked results folder)",
+    )
     parser.add_argument("--data", default=None, help="Imagenette root (with train/) for part c")
     args = parser.parse_args(argv)
+    args.results = args.results or str(results_dir(True) / "gpu" if args.dry_run else RESULTS / "gpu")
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:

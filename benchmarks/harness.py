@@ -44,7 +44,7 @@ class Comparison:
     def ratios(self, name: str) -> list[float]:
         """Per-round ratios ``name / reference`` (each pair measured back to back)."""
         ref = self.values[self.names[0]]
-        return [v / r for v, r in zip(self.values[name], ref)]
+        return [v / r for v, r in zip(self.values[name], ref, strict=False)]
 
     def summary(self, name: str) -> dict[str, float]:
         r = self.ratios(name)
@@ -305,6 +305,8 @@ def write_results(
 ) -> Path:
     """Write ``<results_dir>/<name>.md`` (title, machine, body) and ``<name>.json`` (data + machine).
     ``info``: the machine a stored run ran on (re-rendering it elsewhere); default: this one (:func:`machine`)."""
+    if results_dir == RESULTS and name.endswith(("_quick", "_dryrun")):  # a smoke run never lands in git
+        results_dir = _dry_dir()
     results_dir.mkdir(parents=True, exist_ok=True)
     info = info or machine()
     md = [f"# {title}", "", body.rstrip(), "", "## Machine", ""]
@@ -318,8 +320,10 @@ def write_results(
 def results_dir(dry: bool = False) -> Path:
     """``benchmarks/results``; for a dry or quick run a folder outside the tracked one (the system's temporary
     folder), so that a smoke test never overwrites a measured result."""
-    if not dry:
-        return RESULTS
+    return _dry_dir() if dry else RESULTS
+
+
+def _dry_dir() -> Path:
     import tempfile
 
     out = Path(tempfile.gettempdir()) / "lightning_efficient_benchmarks"

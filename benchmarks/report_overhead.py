@@ -3,7 +3,8 @@
 Two measurements on ResNet-18 (bf16-mixed where supported, channels_last), in-memory data:
 
 1. *hook time*: a subclass of EfficiencyReport times each of its own hook calls (perf_counter around the call);
-   overhead = time in its hooks / time of the training loop (first batch start to last batch end). This is precise even where (2) is noise.
+   overhead = time in its hooks / time of the training loop (first batch start to last batch end). This is precise
+   even where (2) is noise.
 2. *A/B*: training images/s without vs with EfficiencyReport, interleaved (the difference is expected to be
    within noise).
 
@@ -18,6 +19,7 @@ import warnings
 
 import pytorch_lightning as pl
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.harness import (
     Classifier,
@@ -29,7 +31,6 @@ from benchmarks.harness import (
     write_results,
 )
 from lightning_efficient import ChannelsLast, EfficiencyReport, recommended_precision
-from torch.utils.data import DataLoader, TensorDataset
 
 HOOKS = ("on_train_epoch_start", "on_train_batch_start", "on_train_batch_end", "on_validation_end", "on_fit_start")
 

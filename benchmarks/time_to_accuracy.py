@@ -311,7 +311,8 @@ def main() -> None:
             runs.append({"kind": kind, "seed": seed, **r})
             print(
                 f"  seed {seed} {kind:9s}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
-                f"{r['images_per_s']:.1f} images/s; curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
+                f"{r['images_per_s']:.1f} images/s; "
+                f"curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
                 flush=True,
             )
     for part in ABLATIONS if args.ablation_seeds else ():

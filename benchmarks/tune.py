@@ -7,8 +7,10 @@ For each model, with a 90-epoch plan of 100 batches per epoch (9,000 training ba
    settings, at most 60 s);
 2. the **referee**: plain, separate ``Trainer`` fits of every configuration tune() could choose (precision x
    channels_last x ``num_workers``; precisions this CPU emulates left out), alternating A B C D, D C B A, ...,
-   ``--rounds`` rounds; each fit ``--warmup`` untimed steps then ``--steps`` timed ones (images/s from the
-   package's step timeline). It shares no code with tune()'s measurement (no probe, no in-place switching);
+   one untimed round to warm caches and the allocator, then ``--rounds`` rounds; each fit ``--warmup`` untimed steps
+   then ``--steps`` timed ones (images/s from the package's step timeline); a configuration's images/s is the median
+   over rounds (robust to a round disturbed by the machine). It shares no code with tune()'s measurement (no probe,
+   no in-place switching);
 3. the verdicts: the tuned configuration's images/s (referee) over the faster of plain ``32-true`` NCHW and
    ``recipe()``'s settings (target >= 0.97x), and over the referee's best (target: within 5% by the point
    estimate, or not distinguishable within the referee's spread: the one-sided 95% bound of the per-round
@@ -18,7 +20,7 @@ Also ResNet-18 with no planned length (budget: 60 s). Models (batch 32, SGD with
 ResNet-50 and MobileNetV3-Large at 128 px on in-memory random images, and the demo's model (ResNet-18 at 112 px on
 scikit-learn's digits as PNGs, ``FastImageFolder`` uint8 batches in 1 worker, TrivialAugment on the device).
 
-    python -m benchmarks.tune            # about 25 min on a quiet 2-core CPU
+    python -m benchmarks.tune            # about 50 min on a quiet 2-core CPU
     python -m benchmarks.tune --quick    # a smoke test: tiny sizes; writes outside the results folder
 
 Writes ``benchmarks/results/tune.md`` and ``.json``, and appends its figures to ``benchmarks/results/history.csv``.
@@ -52,8 +54,8 @@ EPOCHS, BATCHES = 90, 100  # the planned run
 def setup(key: str, batch: int, quick: bool, tmp: Path) -> tuple[Any, DataLoader, list[Any], dict[str, Any]]:
     """(model, training loader, callbacks, the plan's Trainer arguments) for one row of :data:`MODELS`."""
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, uint8_collate
-    from lightning_efficient.data.samples import repeated_batch
     from lightning_efficient.data import digits_imagefolder
+    from lightning_efficient.data.samples import repeated_batch
 
     arch, size = MODELS[key]
     size = 32 if quick else size
@@ -99,12 +101,14 @@ def referee_fit(model: Any, loader: DataLoader, callbacks: list[Any], config: An
 
 
 def referee(model: Any, loader: DataLoader, callbacks: list[Any], configs: list[Any], args: Any) -> dict[Any, list]:
-    """Every configuration's images/s per round, in the order A B C D, D C B A, ..."""
+    """Every configuration's images/s per round, in the order A B C D, D C B A, ..., after one untimed round."""
     rates: dict[Any, list[float]] = {c: [] for c in configs}
-    for r in range(args.rounds):
+    for r in range(-1, args.rounds):
         for c in configs if r % 2 == 0 else reversed(configs):
-            rates[c].append(referee_fit(model, loader, callbacks, c, args.warmup, args.steps))
-            print(f"    round {r + 1}: {c.label():40s} {rates[c][-1]:8.2f} images/s", flush=True)
+            rate = referee_fit(model, loader, callbacks, c, args.warmup, args.steps)
+            print(f"    round {r + 1}: {c.label():40s} {rate:8.2f} images/s{' (warm-up)' * (r < 0)}", flush=True)
+            if r >= 0:
+                rates[c].append(rate)
     return rates
 
 
@@ -122,10 +126,10 @@ def main() -> None:
 
     from lightning_efficient import recommended_precision, tune
     from lightning_efficient.functional.tuning import Candidate, bounds
-    from lightning_efficient.quiet import quiet_lightning
+    from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 
     rows, data = [], {"args": vars(args), "models": {}}
-    with tempfile.TemporaryDirectory() as tmp, quiet_lightning():
+    with tempfile.TemporaryDirectory() as tmp, quiet_lightning(), no_lightning_info():
         for key in args.models:
             print(f"== {key}", flush=True)
             model, loader, callbacks, plan = setup(key, args.batch_size, args.quick, Path(tmp))
@@ -140,7 +144,7 @@ def main() -> None:
                 Candidate(p, cl, num_workers=w) for p, cl, w in itertools.product(precisions, (False, True), workers)
             ]
             rates = referee(model, loader, callbacks, configs, args)
-            gm = {c: statistics.geometric_mean(v) for c, v in rates.items()}
+            gm = {c: statistics.median(v) for c, v in rates.items()}
             plain = Candidate("32-true", False, num_workers=loader.num_workers)
             recipe_c = Candidate(recommended_precision("cpu"), True, num_workers=loader.num_workers)
             tuned = Candidate(
@@ -148,8 +152,9 @@ def main() -> None:
             )
             best = max(gm, key=gm.get)
             vs_floor, vs_best = gm[tuned] / max(gm[plain], gm[recipe_c]), gm[tuned] / gm[best]
-            _, lo, hi = bounds([a / b for a, b in zip(rates[tuned], rates[best])], looks=1)
-            close = "point estimate" if vs_best >= 0.95 else "within the spread" if tuned == best or hi >= 1 else "no"
+            _, lo, hi = bounds([a / b for a, b in zip(rates[tuned], rates[best], strict=True)], looks=1)
+            close = "point estimate" if vs_best >= 0.95 else "within the spread" if hi >= 1 else "no"
+            span = "tuned is the best" if tuned == best else f"{lo:.2f}-{hi:.2f}x"
             step_s = args.batch_size / gm[plain]  # the referee's step time of the current settings
             budget_s = min(60.0, 0.05 * EPOCHS * BATCHES * step_s)
             spread = {c.label(): [min(v) / gm[c], max(v) / gm[c]] for c, v in rates.items()}
@@ -161,7 +166,7 @@ def main() -> None:
                     f"{gm[tuned]:.1f}",
                     f"{vs_floor:.2f}x",
                     best.label(),
-                    f"{vs_best:.2f}x ({lo:.2f}-{hi:.2f}x)",
+                    f"{vs_best:.2f}x ({span})",
                     close,
                 )
             )
@@ -171,7 +176,7 @@ def main() -> None:
                 "budget_s": budget_s,
                 "referee_step_s": step_s,
                 "referee": {c.label(): v for c, v in rates.items()},
-                "referee_geomean": {c.label(): v for c, v in gm.items()},
+                "referee_median": {c.label(): v for c, v in gm.items()},
                 "referee_spread": spread,
                 "tuned": tuned.label(),
                 "best": best.label(),
@@ -209,7 +214,7 @@ def main() -> None:
     body = (
         f"Plan: {EPOCHS} epochs x {BATCHES} batches of {args.batch_size}. Referee: separate plain fits, "
         f"{args.rounds} rounds alternating A B C D / D C B A, {args.warmup} warm-up + {args.steps} timed steps each; "
-        f"images/s = geometric mean over rounds.\n\n"
+        f"one untimed round first; images/s = median over rounds.\n\n"
         + markdown_table(header, rows)
         + (
             f"\n\nResNet-18 at 128 px with no planned length: tune() took {data['resnet18_no_plan_s']:.0f} s "
