@@ -67,7 +67,8 @@ def recipe(
             :class:`GPUAugmentation` instance.
         progressive_resize: ``True`` for :class:`~lightning_efficient.ProgressiveResize` with its defaults, or a ready
             instance; off by default (it changes what the model sees).
-        callbacks: your own callbacks (of either Lightning package), kept first, in order.
+        callbacks: your own callbacks (of either Lightning package), kept first, in order. One of this package's
+            (e.g. ``StepwiseLR(steps_per_epoch=100)``) replaces the copy ``recipe()`` would add.
         tune: a :class:`~lightning_efficient.TuneResult`, whose measured choice sets the defaults above.
         **trainer_kwargs: any other ``Trainer`` argument (e.g. ``max_epochs=10``), passed through.
 
@@ -77,8 +78,8 @@ def recipe(
     Raises:
         TypeError: a keyword that no installed Lightning ``Trainer`` takes (the message names the close ones).
         ValueError: an unknown accelerator name.
-        TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`, or ``progressive_resize`` is neither a
-            bool nor a :class:`~lightning_efficient.ProgressiveResize`.
+        TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`, ``progressive_resize`` is neither a
+            bool nor a :class:`~lightning_efficient.ProgressiveResize`, or ``callbacks`` is not a list of callbacks.
 
     Example::
 
@@ -100,7 +101,13 @@ def recipe(
     out["precision"] = precision if precision is not None else recommended_precision(accelerator)
     if accelerator != "auto":
         out["accelerator"] = accelerator
+    if not isinstance(callbacks, (list, tuple)):
+        raise TypeError(
+            f"recipe(callbacks={type(callbacks).__name__}(...)): expected a list of callbacks, "
+            f"e.g. recipe(callbacks=[{type(callbacks).__name__}(...)])."
+        )
     cbs: list[Callback] = list(callbacks)
+    given = {type(c) for c in cbs}
     if augmentation is not None:
         cbs.append(augmentation if isinstance(augmentation, GPUAugmentation) else GPUAugmentation(augmentation))
     if not isinstance(progressive_resize, (bool, ProgressiveResize)):
@@ -109,11 +116,11 @@ def recipe(
         )
     if progressive_resize:
         cbs.append(progressive_resize if isinstance(progressive_resize, ProgressiveResize) else ProgressiveResize())
-    if channels_last:
+    if channels_last and ChannelsLast not in given:
         cbs.append(ChannelsLast())
-    if stepwise_lr:
+    if stepwise_lr and StepwiseLR not in given:
         cbs.append(StepwiseLR())
-    if efficiency_report:
+    if efficiency_report and EfficiencyReport not in given:
         cbs.append(EfficiencyReport(tuned=tune))
     out["callbacks"] = cbs
     return out

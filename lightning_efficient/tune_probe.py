@@ -122,7 +122,8 @@ class Probe(Callback):
             self._undo.append(functools.partial(add_stage(trainer, pl_module, name, fn, kind).remove, name))
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        trainer.strategy.lr_scheduler_configs = []  # no LR scheduler: one monitoring a validation metric would fail
+        # No LR schedulers (a val-metric monitor would fail), except in manual optimization: the user steps them.
+        trainer.strategy.lr_scheduler_configs = [] if pl_module.automatic_optimization else trainer.lr_scheduler_configs
         self.timeline.clock = CudaEventClock() if pl_module.device.type == "cuda" else HostClock()
         self._undo.append(watch_fetch(trainer, self.timeline))
 

@@ -2,9 +2,8 @@
 decision is reused while nothing it depends on changed: its :func:`fingerprint` holds the model's architecture
 (parameter and buffer names, shapes, dtypes), the data (dataset class and length, the first sample's shapes and dtypes
 through the collate function), the loader's settings, the kept callbacks (types and settings), the Trainer arguments
-that change a step's cost, the hardware and software (:func:`~lightning_efficient.doctor.machine_info`), and the
-candidates and ``min_gain``. Each is stored as ``<cache>/tune/<hash>.json``, where ``<cache>`` is
-``$LIGHTNING_EFFICIENT_CACHE`` if set, else ``$XDG_CACHE_HOME/lightning_efficient`` (``~/.cache/...``)."""
+that change a step's cost, hardware and software (:func:`~lightning_efficient.doctor.machine_info`), the candidates and
+``min_gain``. Stored as ``<cache>/tune/<hash>.json``; ``<cache>``: ``$LIGHTNING_EFFICIENT_CACHE``, else XDG's."""
 
 from __future__ import annotations
 

@@ -99,6 +99,19 @@ def test_recipe_switches():
     assert le.recipe(augmentation=aug)["callbacks"][0] is aug
 
 
+def test_a_callback_of_ours_given_replaces_the_copy_recipe_would_add():
+    mine = le.StepwiseLR(steps_per_epoch=5)
+    cbs = le.recipe(callbacks=[mine])["callbacks"]
+    assert [type(c) for c in cbs] == [le.StepwiseLR, le.ChannelsLast, le.EfficiencyReport] and cbs[0] is mine
+    trainer = pl.Trainer(**le.recipe(accelerator="cpu", logger=False, callbacks=[mine, le.EfficiencyReport()]))
+    assert sum(isinstance(c, le.EfficiencyReport) for c in trainer.callbacks) == 1  # Lightning refuses duplicates
+
+
+def test_callbacks_not_in_a_list_name_the_fix():
+    with pytest.raises(TypeError, match=r"expected a list of callbacks, e.g. recipe\(callbacks=\[StepwiseLR"):
+        le.recipe(callbacks=le.StepwiseLR())
+
+
 def test_recipe_rejects_unknown_trainer_arguments():
     with pytest.raises(TypeError, match="did you mean 'max_epochs'"):
         le.recipe(max_epoch=3)

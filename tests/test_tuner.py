@@ -578,6 +578,28 @@ def test_manual_optimization_with_two_optimizers_counts_batches_not_optimizer_st
     assert _by(le.tune(GAN(), loader, num_workers=False, **ALL))["channels_last"].ratios
 
 
+def test_manual_optimization_stepping_its_own_schedulers_is_measured():
+    class ManualWithSchedulers(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.net = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten())
+
+        def training_step(self, batch, batch_idx):
+            opt, (sched,) = self.optimizers(), [self.lr_schedulers()]  # None if tune() took them away
+            opt.zero_grad()
+            self.manual_backward(self.net(batch[0]).mean())
+            opt.step()
+            sched.step()
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return [opt], [torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)]
+
+    result = le.tune(ManualWithSchedulers(), _loader(), num_workers=False, **ALL)
+    assert _by(result)["channels_last"].ratios
+
+
 def test_a_model_of_the_unified_lightning_package():
     unified = pytest.importorskip("lightning.pytorch", reason="the `lightning` package is not installed")
 

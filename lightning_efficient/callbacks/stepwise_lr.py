@@ -220,6 +220,7 @@ class StepwiseLR(Callback):
     def _reset_run(self) -> None:
         """Per-fit runtime state (not pickled; rebuilt in ``on_train_start``)."""
         self._driven: list[_Driven] = []
+        self._epoch_wise: list[tuple[str, str]] = []  # (reason, fix) of each scheduler left per epoch
         self._pending: dict[int, _Pending] = {}
         self._handles: list[Any] = []
         self._batch_idx = 0
@@ -228,7 +229,7 @@ class StepwiseLR(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_driven", "_pending", "_handles", "_last_lrs"):
+        for key in ("_driven", "_epoch_wise", "_pending", "_handles", "_last_lrs"):
             state.pop(key, None)
         return state
 
@@ -240,6 +241,7 @@ class StepwiseLR(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # after the checkpoint restore: the schedulers hold their restored state
         self._release()
+        self._epoch_wise = []
         self._driven = self._select(trainer)
         if not self._driven:
             return
@@ -249,6 +251,8 @@ class StepwiseLR(Callback):
                 "number of optimizer steps per epoch is unknown; the LR schedulers are left stepping once per epoch, "
                 "as without StepwiseLR. Pass StepwiseLR(steps_per_epoch=N) to run them at every optimizer step."
             )
+            fix = "pass StepwiseLR(steps_per_epoch=N) (optimizer steps per epoch)"
+            self._epoch_wise = [("the training loader has no length: the optimizer steps per epoch are unknown", fix)]
             self._driven = []
             return
         steps = self._current_steps_per_epoch = self._compute_steps_per_epoch(trainer)
@@ -453,8 +457,13 @@ class StepwiseLR(Callback):
         return [list(self._last_lrs.get(id(d.optimizer), [])) for d in self._driven]
 
     def efficiency_facts(self) -> dict[str, Any]:
-        """For :class:`~lightning_efficient.EfficiencyReport`: every driven scheduler sets the LR per optimizer step."""
-        return {"lr_per_step": True} if self._driven else {}
+        """For :class:`~lightning_efficient.EfficiencyReport`: whether every scheduler runs per optimizer step, and
+        why one does not (by design, e.g. ReduceLROnPlateau, or with a fix, e.g. an unsized loader)."""
+        facts: dict[str, Any] = {"lr_per_step": True} if self._driven and not self._epoch_wise else {}
+        if self._epoch_wise:  # the report says why, and the fix where there is one, instead of "add StepwiseLR"
+            fixes = [fix for _, fix in self._epoch_wise if fix]
+            facts["lr_epoch_wise"] = ("; ".join(r for r, _ in self._epoch_wise), fixes[0] if fixes else "")
+        return facts
 
     def state_dict(self) -> dict[str, Any]:
         # The schedulers' own progress is in their state (saved by Lightning under "lr_schedulers").
@@ -477,16 +486,14 @@ class StepwiseLR(Callback):
                 continue
             if config.reduce_on_plateau:
                 self._info(f"StepwiseLR: {name} reacts to a metric; left as it is (stepped per epoch).")
+                self._epoch_wise.append((f"{name} reacts to a metric: StepwiseLR leaves it per epoch", ""))
                 continue
             try:
                 fn = F.schedule_function(scheduler)
-            except F.UnsupportedSchedulerError as err:
-                rank_zero_warn(f"StepwiseLR: {name} left as it is (stepped per epoch): {err}")
-                continue
-            try:
                 F.scheduler_epoch(scheduler)
-            except TypeError as err:
+            except (F.UnsupportedSchedulerError, TypeError) as err:
                 rank_zero_warn(f"StepwiseLR: {name} left as it is (stepped per epoch): {err}")
+                self._epoch_wise.append((f"StepwiseLR cannot run {name} per step: {err}", ""))
                 continue
             d = _Driven(index, scheduler, fn, frequency=int(config.frequency))
             driven.append(d)

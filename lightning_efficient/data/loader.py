@@ -152,7 +152,8 @@ def with_num_workers(loader: Any, num_workers: int) -> Any:
 
     Returns:
         A new ``DataLoader``; ``loader`` is not modified. ``persistent_workers`` and ``prefetch_factor`` are kept
-        where ``num_workers > 0`` allows them.
+        where ``num_workers > 0`` allows them; from a loader without workers, ``persistent_workers=True`` (as
+        :func:`suggest_loader_kwargs` recommends: no worker start-up at every epoch).
 
     Raises:
         ValueError: ``num_workers < 0``.
@@ -176,7 +177,7 @@ def with_num_workers(loader: Any, num_workers: int) -> Any:
     if getattr(loader, "pin_memory_device", ""):
         kwargs["pin_memory_device"] = loader.pin_memory_device
     if num_workers > 0:
-        kwargs["persistent_workers"] = loader.persistent_workers
+        kwargs["persistent_workers"] = loader.persistent_workers or loader.num_workers == 0
         kwargs["prefetch_factor"] = loader.prefetch_factor or 2
     if loader.batch_sampler is not None:
         kwargs["batch_sampler"] = loader.batch_sampler

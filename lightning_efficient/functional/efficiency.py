@@ -162,6 +162,8 @@ class RunFacts:
         inputs_channels_last: whether the 4-D float input seen at ``training_step`` was channels_last
             (None: no such input).
         lr_per_step: whether every LR scheduler steps per optimizer step (None: no scheduler).
+        lr_epoch_wise: why a scheduler still steps per epoch although StepwiseLR is in the run, and the fix if
+            there is one: ``(reason, fix)``, ``fix`` ``""`` where it is so by design (e.g. ReduceLROnPlateau).
         device_augmentation: a ``GPUAugmentation`` callback is active.
         cpu_augmentation: names of per-image torchvision augmentations found in the training dataset.
         num_workers: the training DataLoader's workers (None: unknown).
@@ -185,6 +187,7 @@ class RunFacts:
     model_channels_last: Optional[float] = None
     inputs_channels_last: Optional[bool] = None
     lr_per_step: Optional[bool] = None
+    lr_epoch_wise: Optional[tuple[str, str]] = None
     device_augmentation: bool = False
     cpu_augmentation: tuple[str, ...] = ()
     num_workers: Optional[int] = None
@@ -300,6 +303,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
         checks.append(measured_check(facts, "channels_last", ok, Check("inputs channels_last", ok, detail, advice)))
     if facts.lr_per_step is None:
         checks.append(Check("LR stepped per optimizer step", None, "no LR scheduler"))
+    elif not facts.lr_per_step and facts.lr_epoch_wise:  # StepwiseLR is there and said why
+        reason, fix = facts.lr_epoch_wise
+        checks.append(Check("LR stepped per optimizer step", False if fix else None, reason, fix))
     else:
         checks.append(
             Check(

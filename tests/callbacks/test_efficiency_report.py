@@ -249,6 +249,43 @@ def test_report_sees_recipe_practices(capsys):
     assert checks["inputs channels_last"].ok is False
 
 
+class PlateauNet(TinyNet):
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", nn.functional.cross_entropy(self.net(batch[0]), batch[1]))
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": plateau, "monitor": "val_loss"}}
+
+
+class CosineNet(TinyNet):
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, 2)}
+
+
+class Unsized(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        return iter([(torch.randn(3, 16, 16, generator=g), int(i % 2)) for i in range(16)])
+
+
+def test_an_lr_left_per_epoch_by_stepwise_lr_is_explained_not_advised_again():
+    data = TensorDataset(torch.randn(32, 3, 16, 16), torch.randint(0, 2, (32,)))
+    plateau = le.EfficiencyReport(verbose=False)
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, callbacks=[le.StepwiseLR(verbose=False), plateau])  # fmt: skip
+    trainer.fit(PlateauNet(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    check = {c.practice: c for c in plateau.checks}["LR stepped per optimizer step"]
+    assert check.ok is None and "ReduceLROnPlateau" in check.detail and "StepwiseLR()" not in check.advice
+    unsized = le.EfficiencyReport(verbose=False)
+    with pytest.warns(UserWarning, match="steps_per_epoch"):
+        _fit(CosineNet(), DataLoader(Unsized(), batch_size=8), unsized, [le.StepwiseLR(verbose=False)])
+    check = {c.practice: c for c in unsized.checks}["LR stepped per optimizer step"]
+    assert check.ok is False and "StepwiseLR(steps_per_epoch=N)" in check.advice and "no length" in check.detail
+
+
 @pytest.mark.ddp
 def test_ddp_two_processes_print_one_report(tmp_path):
     """DDP (2 CPU processes, gloo, strategy="ddp" in a subprocess): figures gathered, report printed once."""

@@ -98,6 +98,10 @@ def test_persistent_workers_and_prefetch_factor_are_kept_where_workers_allow_the
     zero = with_num_workers(loader, 0)  # DataLoader rejects both without workers
     assert zero.persistent_workers is False and zero.prefetch_factor is None
     assert with_num_workers(DataLoader(_dataset(), batch_size=4), 2).prefetch_factor == 2
+    # From a loader without workers: persistent ones, as suggest_loader_kwargs() and the report recommend.
+    assert with_num_workers(DataLoader(_dataset(), batch_size=4), 1).persistent_workers is True
+    kept = DataLoader(_dataset(), batch_size=4, num_workers=2, persistent_workers=False)
+    assert with_num_workers(kept, 1).persistent_workers is False  # the user's explicit choice stays
 
 
 def test_with_num_workers_refuses_an_iterable_dataset_and_other_iterables():
