@@ -8,7 +8,7 @@ pointed at a new folder; the efficient side's wall time includes tune(). Targets
 its time to the baseline's final top-1 at most 0.7x the baseline's on a CPU with native bf16, at most 1.0x on one
 without, in every run.
 
-    python -m benchmarks.demo               # about 50 min on a 2-core CPU
+    python -m benchmarks.demo               # about 100 min on a 2-core CPU (8 runs; rewrites demo.md after each)
     python -m benchmarks.demo --quick       # a smoke test (tiny sizes); writes outside the results folder
 
 Writes ``benchmarks/results/demo.md``, ``demo.json`` and ``demo.png`` (the curves of the first digits run), and
@@ -96,6 +96,11 @@ def main() -> None:
                     },
                     dry=args.quick,
                 )
+                write(rows, data, target, out_dir, len(sources) * (args.runs + 1))
+
+
+def write(rows: list, data: dict, target: float, out_dir: Path, planned: int) -> None:
+    """The results file, rewritten after every run (a stopped benchmark still leaves the runs it finished)."""
     header = (
         "data",
         "run",
@@ -116,7 +121,8 @@ def main() -> None:
         + markdown_table(header, rows)
         + "\n\n![top-1 against training seconds, first digits run](demo.png)\n"
     )
-    write_results("demo", "The main job: make demo, run by run", body, data, out_dir)
+    done = f"\n\n{len(rows)} of {planned} runs finished." if len(rows) < planned else ""
+    write_results("demo", "The main job: make demo, run by run", body + done, data, out_dir)
 
 
 if __name__ == "__main__":
