@@ -4,6 +4,7 @@ there ``lightning-efficient doctor`` and a short ``recipe()`` fit run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import site
 import subprocess
@@ -76,21 +77,8 @@ def test_the_wheel_installs_offline_and_runs_doctor_and_a_fit(tmp_path: Path) ->
         timeout=300,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
-    doctor = subprocess.run(
-        [str(venv / "bin" / "lightning-efficient"), "doctor"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    run = functools.partial(subprocess.run, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    doctor = run([str(venv / "bin" / "lightning-efficient"), "doctor"])
     assert doctor.returncode == 0 and "torch" in doctor.stdout, doctor.stderr[-3000:]
-    fit = subprocess.run(
-        [str(py), "-c", FIT.replace("{root}", str(ROOT))],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    fit = run([str(py), "-c", FIT.replace("{root}", str(ROOT))])
     assert fit.returncode == 0 and "fit ok 0.2.0 2" in fit.stdout, fit.stderr[-3000:]
