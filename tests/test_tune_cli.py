@@ -20,16 +20,19 @@ def _run(capsys, *args):
 
 def test_synthetic_input_prints_the_table_the_advice_and_writes_json(tmp_path, capsys):
     out = tmp_path / "tune.json"
-    code, text, err = _run(capsys, "--model", "mobilenet_v3_small", *TINY, "--max-seconds", "1e-6", "--out", str(out))
+    one = ["--precisions", "32-true"]  # the same decisions on a CPU with and without native bf16
+    code, text, err = _run(
+        capsys, "--model", "mobilenet_v3_small", *TINY, *one, "--max-seconds", "1e-6", "--out", str(out)
+    )
     assert code == 0, err
     assert "| factor | tried | in use |" in text and "use it: Trainer(**recipe(precision=" in text
     assert "GPU available" not in text and "Tip:" not in text  # Lightning's chatter of the short fits is silenced
     assert "compile=True" not in text and "precisions=[" not in text  # no Python words in the notes
     payload = json.loads(out.read_text())
     assert payload["chosen"]["precision"] in text and {d["factor"] for d in payload["decisions"]} == {"channels_last"}
-    again = _run(capsys, "--model", "mobilenet_v3_small", *TINY, "--max-seconds", "1e-6")[1]
+    again = _run(capsys, "--model", "mobilenet_v3_small", *TINY, *one, "--max-seconds", "1e-6")[1]
     assert "reused from " in again  # the second run reuses the stored decision
-    assert "reused from " not in _run(capsys, "--model", "mobilenet_v3_small", *TINY, "--no-cache")[1]
+    assert "reused from " not in _run(capsys, "--model", "mobilenet_v3_small", *TINY, *one, "--no-cache")[1]
 
 
 def test_image_folder_input_measures_num_workers(tmp_path, capsys):

@@ -417,10 +417,16 @@ def test_the_planned_batches(kwargs, planned):
 
 
 def test_over_budget_the_defaults_of_recipe_apply_and_the_table_says_so():
-    result = le.tune(Net(), _loader(), num_workers=False, **NONE)
+    result = le.tune(Net(), _loader(), num_workers=False, precisions=["32-true"], **NONE)
     assert _by(result)["channels_last"].verdict == "not measured" and result.chosen.channels_last
     assert result.by_rule() == ["channels_last"] and "not measured: default True" in result.table()
     assert "over budget" in _by(result)["channels_last"].reason
+
+
+def test_over_budget_the_precision_is_recipes_on_either_kind_of_cpu():
+    result = le.tune(Net(), _loader(), num_workers=False, precisions=["32-true", "bf16-mixed"], **NONE)
+    assert _by(result)["precision"].verdict == "not measured" and "precision" in result.by_rule()
+    assert result.chosen.precision == le.recommended_precision("cpu")  # bf16-mixed only where the CPU runs it natively
 
 
 @pytest.mark.parametrize(
