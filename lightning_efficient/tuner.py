@@ -195,6 +195,7 @@ def tune(
         else:
             trials = Trials(model, train_dataloaders, datamodule, loader, trainer_kwargs, package, kept)
             trials.layouts, trials.workers = bool(options["channels_last"]) or cl, options["num_workers"]
+            trials.started = started  # the budget counts from the call, as tuning_s does
             gen = search(current, options, defaults, trials.pair_cost, budget, max_seconds, min_gain)
             result = TuneResult(current, *trials.run(gen, planned), time.perf_counter() - started, notes=notes)
             result.machine, result.arch = (store.fp or {}).get("machine", {}), (store.fp or {}).get("arch", "")

@@ -1,9 +1,9 @@
 """tune()'s decision rule, its records and its search, without a Trainer or a clock.
 
 **The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of
-one factor (precision, channels_last, ``num_workers``, compile) is measured in *pairs* of adjacent timing windows, the
-change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio of images/s, new / old.
-After ``min_pairs`` pairs, and after every pair from then on, the change is
+one factor (:data:`FACTORS`, in that order: precision first, as the layout's gain depends on it) is measured in *pairs*
+of adjacent windows, the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio
+of images/s, new / old. After ``min_pairs`` pairs, and after every pair from then on, the change is
 
 - **kept** when the geometric mean of the ratios exceeds ``1 + min_gain`` and its lower confidence bound exceeds 1;
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
@@ -30,8 +30,9 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, Mapping, Optional, Sequence
 
-FACTORS = ("channels_last", "num_workers", "precision", "compile")  #: in the order they are measured
+FACTORS = ("precision", "channels_last", "num_workers", "compile")  #: in the order they are measured
 MIN_GAIN, MIN_PAIRS, MAX_PAIRS, LEVEL = 0.02, 3, 8, 0.95  #: the rule's defaults (see the module docstring)
+SLACK = 1.1  #: a pair is measured only if 1.1x its estimate (the slowest pair so far) still fits in the budget
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,7 @@ def judge(ratios: Sequence[float], min_gain=MIN_GAIN, min_pairs=MIN_PAIRS, max_p
     gain, lower, upper = bounds(ratios, max_pairs - min_pairs + 1)
     if gain > 1 + min_gain and lower > 1:
         return "kept"
-    if upper < 1 + min_gain:
-        return "ruled out"
-    return "more" if len(ratios) < max_pairs else "undecided"
+    return "ruled out" if upper < 1 + min_gain else "more" if len(ratios) < max_pairs else "undecided"
 
 
 @dataclass(frozen=True)
@@ -190,23 +189,23 @@ def search(
                 why = f"the steps waited for data {wait:.1%} of the time: more workers gain at most {bound:.3f}x"
                 decisions.append(Decision(factor, value, old.num_workers, "ruled out", reason=why))
                 continue
-            if elapsed + MIN_PAIRS * cost > budget_s:
+            if elapsed + SLACK * MIN_PAIRS * cost > budget_s:
                 why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {budget_s - elapsed:.1f} s left"
                 decisions.append(Decision(factor, value, getattr(old, factor), "not measured", reason=why))
                 continue
-            ratios, verdict, why = list[float](), "more", f"{MAX_PAIRS} pairs"
+            ratios, verdict, why, costs = list[float](), "more", f"{MAX_PAIRS} pairs", list[float]()
             while verdict == "more":
                 try:
                     pair: Pair = yield Request("pair", new, old, factor, len(ratios))
                 except MeasurementError as err:
                     verdict, why = "failed", str(err)
                     break
-                cost, elapsed = max(pair.elapsed_s - elapsed, 0.0), pair.elapsed_s
+                costs, elapsed = [*costs, max(pair.elapsed_s - elapsed, 0.0)], pair.elapsed_s
                 compile_s = max(pair.new_warmup_s - pair.old_warmup_s, 0.0) if factor == "compile" else math.nan
                 amortised = plan_s / (plan_s + compile_s) if math.isfinite(plan_s + compile_s) else 1.0
                 ratios.append(pair.new_rate * amortised / pair.old_rate)
                 verdict = judge(ratios, min_gain)
-                if verdict == "more" and elapsed + cost > budget_s:  # the default, unless the pairs point away
+                if verdict == "more" and elapsed + SLACK * max(costs) > budget_s:
                     gain, why = bounds(ratios)[0], "the budget ran out"
                     toward = factor in defaults and (gain >= 1) == (defaults[factor] == value)
                     verdict = "not measured" if toward else "undecided"

@@ -112,8 +112,9 @@ class Driver:
         data_wait: float = 0.0,
         planned: Optional[int] = 10_000,
         baseline_s: float = 1.0,
+        jitter: float = 0.0,
     ) -> None:
-        self.gain, self.pair_s, self.noise, self.rng = gain, pair_s, noise, random.Random(0)
+        self.gain, self.pair_s, self.noise, self.rng, self.jitter = gain, pair_s, noise, random.Random(0), jitter
         self.window = Window(step_s, data_wait, 32, baseline_s, planned)
         self.clock, self.requests = 0.0, []
 
@@ -135,7 +136,7 @@ class Driver:
                     self.clock = self.window.elapsed_s
                     req = gen.send(self.window)
                     continue
-                self.clock += self.pair_s
+                self.clock += self.pair_s * (1 + self.rng.uniform(-self.jitter, self.jitter))
                 g = self.gain(req)
                 if g is None:
                     req = gen.throw(MeasurementError("NotImplementedError: no bf16 kernel"))
@@ -191,6 +192,26 @@ def test_the_fake_clock_never_passes_the_budget():
         assert driver.clock <= budget_s + 1e-9, pair_s
         started = [d for d in decisions if d.ratios]
         assert all(len(d.ratios) >= MIN_PAIRS or "budget ran out" in d.reason for d in started)
+
+
+def test_pairs_of_varying_length_stay_within_the_budget():
+    for pair_s in (0.5, 1.0, 3.0, 7.0):  # each pair within 5% of the others: the 10% slack covers it
+        driver = Driver(lambda r: 1.0, pair_s=pair_s, noise=0.2, jitter=0.05)
+        *_, budget_s = driver.run(max_seconds=20.0, budget=1.0)
+        assert driver.clock <= budget_s, pair_s
+
+
+def test_precision_is_decided_first_and_the_layout_measured_at_it():
+    def gain(req: Request) -> float:  # channels_last pays only in bf16-mixed, as for ResNets on oneDNN
+        if req.factor == "precision":
+            return 1.7 if req.new.precision == "bf16-mixed" else 1 / 1.7
+        return (1.15 if req.new.precision == "bf16-mixed" else 0.97) if req.factor == "channels_last" else 1.0
+
+    driver = Driver(gain)
+    chosen, decisions, *_ = driver.run(max_seconds=1e6)
+    assert [d.factor for d in decisions][:2] == ["precision", "channels_last"]
+    assert chosen.precision == "bf16-mixed" and chosen.channels_last
+    assert all(r.new.precision == "bf16-mixed" for r in driver.requests if r.factor == "channels_last")
 
 
 def test_without_a_planned_length_the_budget_is_max_seconds():
