@@ -74,3 +74,7 @@ if __name__ == "__main__":
             }
         )
     )
+    # Tear the gloo group down before the interpreter exits: left to exit, its threads may abort the process
+    # ("terminate called without an active exception").
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
