@@ -69,6 +69,7 @@ def main() -> None:
                 payload = run(source, cache, first, Path(tmp) / "demo.json", plot, args.quick)
                 r, eff = payload["ratios"], payload["results"]["efficient"]
                 tuned = eff.get("tuned") or {}
+                budget_s = tuned.get("budget_s", float("nan"))
                 met = r["wall_time_s"] <= target and r.get("time_to_target_s", float("inf")) <= target
                 label = "reuse" if reuse else str(i + 1)
                 rows.append(
@@ -79,10 +80,10 @@ def main() -> None:
                         f"{r['images_per_s']:.2f}x",
                         f"{r['wall_time_s']:.2f}x",
                         f"{r.get('time_to_target_s', float('nan')):.2f}x",
-                        f"{eff['tuning_s']:.1f} s of {eff['wall_time_s']:.0f} s",
+                        f"{eff['tuning_s']:.1f} s (budget {budget_s:.0f} s) of {eff['wall_time_s']:.0f} s",
                         ", ".join(tuned.get("measured", [])) or "-",
                         ", ".join(tuned.get("by_rule", [])) or "-",
-                        "reused" if tuned.get("reused_from") else "measured",
+                        "reused" if tuned.get("reused_from") else "new",
                         "yes" if met else "**no**",
                     )
                 )
@@ -111,7 +112,7 @@ def write(rows: list, data: dict, target: float, out_dir: Path, planned: int) ->
         "tuning (in the efficient wall time)",
         "measured",
         "by recipe() (over budget)",
-        "decision",
+        "stored decision",
         "target met",
     )
     body = (
