@@ -92,7 +92,8 @@ class TuneResult:
             head += f", reused from {self.reused_from} (found in {self.tuning_s:.2f} s)"
         else:
             plan = f"{base.planned_batches} planned batches" if base.planned_batches else "no planned length"
-            head += f" (estimated {self.speedup:.2f}x the images/s of {self.current.label()}); tuning took"
+            gain = f"estimated {self.speedup:.2f}x the images/s of {self.current.label()}" * bool(self.measured())
+            head += f" ({gain or 'nothing measured: the defaults of recipe()'}); tuning took"
             head += f" {self.tuning_s:.1f} s of a {self.budget_s:.1f} s budget ({plan}, {base.step_s:.3f} s per batch)"
         lines = [f"- {d.factor}={d.value!r}: {d.reason}" for d in self.decisions] + [f"- {n}" for n in self.notes]
         return "\n".join([head, "", self.table(), "", *lines])

@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import torch
+from lightning_fabric.utilities.data import sized_len
 from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
 
 from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, LightningDataModuleLike, LightningModuleLike
@@ -62,8 +63,7 @@ def _options(device: str, precision: str, asked: dict[str, Any], loader: Any) ->
     native = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
     if precisions is None:
         precisions = ["32-true"] + ["bf16-mixed"] * native + ["16-mixed"] * (device == "cuda")
-        if not native:
-            notes.append("bf16-mixed not measured: emulated on this CPU (no AVX512-BF16/AMX); list it to measure it")
+        notes += ["bf16-mixed not measured: emulated here (no AVX512-BF16/AMX); list it in precisions="] * (not native)
     why = can_rebuild(loader) if loader is not None else "the training loader is built inside the Trainer"
     if workers is not False and why:
         notes.append(f"num_workers not measured: {why}")
@@ -85,10 +85,7 @@ def _planned(kwargs: dict[str, Any], loader: Any, planned_steps: Optional[int]) 
     from ``planned_steps`` or ``max_steps`` (optimizer steps) and ``max_epochs`` x batches per epoch."""
     devices, limit, epochs = kwargs.get("devices", 1), kwargs.get("limit_train_batches"), kwargs.get("max_epochs") or 0
     world = (devices if isinstance(devices, int) and devices > 0 else 1) * (kwargs.get("num_nodes") or 1)
-    try:
-        per_epoch = -(-len(loader) // world)
-    except TypeError:  # no __len__, or an IterableDataset's DataLoader
-        per_epoch = 0
+    per_epoch = -(-(sized_len(loader) or 0) // world)  # 0: no __len__, e.g. an IterableDataset's DataLoader
     per_epoch = min(per_epoch, limit) if isinstance(limit, int) else int(per_epoch * (limit or 1))
     steps, by_epochs = planned_steps or kwargs.get("max_steps") or -1, max(epochs, 0) * per_epoch
     return lambda per_batch: min(filter(None, [int(steps / per_batch) if steps > 0 else None, by_epochs]), default=None)
@@ -106,6 +103,8 @@ def _training_loader(model: Any, train_dataloaders: Any, datamodule: Any) -> Any
         loader = None
     if loader is None and train_dataloaders is None and datamodule is None:
         raise ValueError("tune(): no training data: pass train_dataloaders or datamodule, or define train_dataloader()")
+    if isinstance(loader, torch.utils.data.Dataset):
+        raise TypeError(f"tune(): the training data is a Dataset ({type(loader).__name__}): wrap it in a DataLoader.")
     if hasattr(loader, "__next__") and iter(loader) is loader:
         why = "tuning would use it up; pass a DataLoader or an iterable that restarts"
         raise ValueError(f"tune(): the training data is a one-shot iterator ({type(loader).__name__}): {why}.")
@@ -153,7 +152,7 @@ def tune(
             its ``callbacks`` are the current settings.
 
     Raises:
-        TypeError: ``model`` is not a LightningModule, a Trainer argument no Trainer takes, a choice of a wrong kind.
+        TypeError: ``model`` not a LightningModule, data a Dataset, a Trainer argument no Trainer takes, a wrong kind.
         ValueError: a number out of range, a precision Lightning rejects, two data sources or none, a one-shot iterator.
         RuntimeError: the current settings themselves fail to train.
 
@@ -176,7 +175,7 @@ def tune(
     if isinstance(train_dataloaders, package.LightningDataModule) and datamodule is None:
         train_dataloaders, datamodule = None, train_dataloaders  # tune(model, dm), as trainer.fit(model, dm)
     if train_dataloaders is not None and datamodule is not None:
-        raise ValueError("tune(): pass train_dataloaders or one datamodule, not both (as for Trainer.fit).")
+        raise ValueError("tune(): pass train_dataloaders or one datamodule, not both; tune() takes no validation data.")
     with same_state():  # the data hooks, the first sample and the fits may draw from the global RNGs
         loader = _training_loader(model, train_dataloaders, datamodule)
         callbacks = trainer_kwargs.get("callbacks") or []

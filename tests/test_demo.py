@@ -154,6 +154,7 @@ def test_format_table_has_ratios_and_time_to_the_baselines_top1():
     assert base["time_to_target_s"] == 100.0 and eff["time_to_target_s"] == 30.0  # first validation >= 0.4
     table = format_table(results)
     assert "2.50x" in table and "0.50x" in table and "0.30x" in table and "bf16-mixed" in table
+    assert "-40.0 pt" in table and "+2.0 pt" in table  # data wait and top-1: differences, not ratios
     assert len(table.splitlines()) == 9 and "tuning (inside the wall time)" in table
     eff["top1_curve"] = [(15.0, 0.3)]
     demo.add_time_to_target(results)

@@ -32,7 +32,7 @@ from lightning_efficient import tune_probe, tune_result
 from lightning_efficient.callbacks.efficiency_report import decisions_for
 from lightning_efficient.callbacks.roles import ROLES
 from lightning_efficient.functional.layout import is_channels_last
-from lightning_efficient.functional.tuning import Candidate, Decision
+from lightning_efficient.functional.tuning import Candidate, Decision, Window
 from lightning_efficient.tune_probe import WARMUP
 from lightning_efficient.tuner import kept_callbacks
 
@@ -284,6 +284,13 @@ def test_a_one_shot_iterator_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="one-shot iterator .list_iterator.*restarts"):
         le.tune(Net(), data, **NONE)
     assert len(list(data)) == 5  # untouched
+
+
+def test_a_dataset_or_a_validation_loader_is_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"a Dataset \(TensorDataset\): wrap it in a DataLoader"):
+        le.tune(Net(), _loader().dataset, **NONE)
+    with pytest.raises(ValueError, match="not both; tune\\(\\) takes no validation data"):
+        le.tune(Net(), _loader(), _loader(), **NONE)  # as trainer.fit(model, train_loader, val_loader)
 
 
 @pytest.mark.parametrize("batches", [1, 2])
@@ -695,6 +702,9 @@ def test_the_cli_advice_is_matched_by_architecture_under_another_attribute_name(
     result = _slow_channels_last(tune_result.arch_key(Net()))
     tune_result.RECENT.append(result)
     assert decisions_for(Other()) is result
+    result.baseline = Window(0.1, 0.0, 32, 1.0)
+    assert decisions_for(Other(), batch_size=32) is result
+    assert decisions_for(Other(), batch_size=64) is None  # another loader's batches: not what tune() measured
     assert decisions_for(nn.Linear(3, 3)) is None
 
 

@@ -468,15 +468,20 @@ def plot_curves(results: dict[str, dict[str, Any]], path: str, title: str) -> No
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:
-    """The side-by-side table: one row per figure, baseline | efficient | efficient/baseline."""
+    """The side-by-side table: one row per figure, baseline | efficient | efficient/baseline (a ratio; for shares
+    and top-1, the difference in percentage points)."""
     b, e = results["baseline"], results["efficient"]
     header = ("", f"baseline ({b['precision']})", f"efficient ({e['precision']})", "efficient/baseline")
     rows = [header]
     for label, key, fmt, _ in ROWS:
         vb, ve = b[key], e[key]
-        ratio = ve / vb if vb and not math.isnan(vb) and not math.isnan(ve) else math.nan
+        known = vb is not None and ve is not None and not math.isnan(vb) and not math.isnan(ve)
+        if "%" in fmt:  # a ratio of two percentages says little: the difference in points
+            change = f"{100 * (ve - vb):+.1f} pt" if known else "n/a"
+        else:
+            change = f"{ve / vb:.2f}x" if known and vb else "n/a"
         text = lambda v, fmt=fmt: "not reached" if isinstance(v, float) and math.isnan(v) else fmt.format(v)  # noqa: E731
-        rows.append((label, text(vb), text(ve), "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"))
+        rows.append((label, text(vb), text(ve), change))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     line = lambda r: "  ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))
@@ -525,7 +530,8 @@ def run_demo(
     kind = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     print(
         f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
-        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader workers, seed {cfg.seed}; "
+        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader worker{'s' * (cfg.workers != 1)}, "
+        f"seed {cfg.seed}; "
         f"CPU: {os.cpu_count()} cores, {kind}):\n"
     )
     add_time_to_target(results)

@@ -335,7 +335,9 @@ class EfficiencyReport(Callback):
             pillow_simd=is_pillow_simd(),
             decodes_images=isinstance(dataset, DatasetFolder),
             epochs=max(1, trainer.current_epoch),
-            tuned=self.tuned if self.tuned is not None else decisions_for(pl_module),
+            tuned=self.tuned
+            if self.tuned is not None
+            else decisions_for(pl_module, getattr(loader, "batch_size", None)),
         )
         # the ReportsEfficiencyFacts protocol; Trainer.callbacks is assigned by Lightning, not declared on the class
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
@@ -401,16 +403,21 @@ def _cpu_augmentations(dataset: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def decisions_for(module: torch.nn.Module) -> Optional[TuneResult]:
-    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine: this
-    process's, else the cache's; ``None`` if none. EfficiencyReport quotes it, so that its advice never contradicts
-    what tune() measured, however the user applied the choice."""
+def decisions_for(module: torch.nn.Module, batch_size: Optional[int] = None) -> Optional[TuneResult]:
+    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine, at
+    ``batch_size`` images per batch where given: this process's, else the cache's; ``None`` if none. EfficiencyReport
+    quotes it, so that its advice never contradicts what tune() measured, however the user applied the choice."""
     key, here = arch_key(module), machine_info()
-    found = [((math.inf, i), r) for i, r in enumerate(RECENT) if r.arch == key and r.machine == here]
+
+    def same(r: TuneResult) -> bool:
+        sized = batch_size in (None, r.baseline.batch_size) or not r.baseline.batch_size  # 0: not known
+        return r.arch == key and r.machine == here and sized
+
+    found = [((math.inf, i), r) for i, r in enumerate(RECENT) if same(r)]
     for path in cache_dir().glob("*.json"):
         try:
             result = TuneResult.from_dict(json.loads(path.read_text())["result"])
-            if result.arch == key and result.machine == here:
+            if same(result):
                 found.append(((path.stat().st_mtime, 0), result))
         except (OSError, ValueError, KeyError, TypeError):
             continue

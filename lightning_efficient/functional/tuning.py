@@ -189,8 +189,8 @@ def search(
                 why = f"the steps waited for data {wait:.1%} of the time: more workers gain at most {bound:.3f}x"
                 decisions.append(Decision(factor, value, old.num_workers, "ruled out", reason=why))
                 continue
-            if elapsed + SLACK * MIN_PAIRS * cost > budget_s:
-                why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {budget_s - elapsed:.1f} s left"
+            if (left := budget_s - elapsed) < SLACK * MIN_PAIRS * cost:
+                why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {max(left, 0):.1f} s left"
                 decisions.append(Decision(factor, value, getattr(old, factor), "not measured", reason=why))
                 continue
             ratios, verdict, why, costs = list[float](), "more", f"{MAX_PAIRS} pairs", list[float]()
