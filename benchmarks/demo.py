@@ -8,7 +8,7 @@ pointed at a new folder; the efficient side's wall time includes tune(). Targets
 its time to the baseline's final top-1 at most 0.7x the baseline's on a CPU with native bf16, at most 1.0x on one
 without, in every run.
 
-    python -m benchmarks.demo               # about 100 min on a 2-core CPU (8 runs; rewrites demo.md after each)
+    python -m benchmarks.demo               # 44 min with native bf16 on 2 cores (8 runs; rewrites demo.md after each)
     python -m benchmarks.demo --quick       # a smoke test (tiny sizes); writes outside the results folder
 
 Writes ``benchmarks/results/demo.md``, ``demo.json`` and ``demo.png`` (the curves of the first digits run), and
