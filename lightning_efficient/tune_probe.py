@@ -20,15 +20,15 @@ from pytorch_lightning.utilities.data import extract_batch_size
 
 from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.data.loader import can_rebuild, with_num_workers
-from lightning_efficient.functional import layout
+from lightning_efficient.functional import layout, tuning
 from lightning_efficient.functional.timing import CudaEventClock, HostClock, StepTimeline
-from lightning_efficient.functional.tuning import Candidate, MeasurementError, Pair, Request, Window, compile_submodules
+from lightning_efficient.functional.tuning import Candidate, MeasurementError, Pair, Request, Window
 from lightning_efficient.pipeline import add_stage, watch_fetch
 from lightning_efficient.quiet import no_lightning_info, quiet_lightning
 
 Step = tuple[Candidate, Optional[tuple]]
 T = TypeVar("T")
-WARMUP, WINDOW = 2, 2  #: untimed steps at the start of a fit, and steps per timing window
+WARMUP, WINDOW = 2, 3  #: untimed steps at the start of a fit, and steps per timing window
 COMPILE_GUESS_S = 30.0  #: seconds a first compilation is assumed to take when budgeting it (unknown before it runs)
 #: The measuring fits' Trainer arguments (and precision, callbacks, a DummyLogger); CONTROLLED: all those they set.
 FIT_ARGS = dict(enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, max_epochs=10**4)
@@ -85,11 +85,6 @@ class SwitchingLoader:
 def head_start(loader: Any) -> int:
     """Batches a loader's workers prepare while idle: ``prefetch_factor x num_workers`` (0 without workers)."""
     return (getattr(loader, "num_workers", 0) or 0) * (getattr(loader, "prefetch_factor", None) or 2)
-
-
-def rate(rows: list[tuple[float, float, int]]) -> float:
-    """Images/s of a window's steps ``(seconds, data-wait seconds, images)``."""
-    return sum(r[2] for r in rows) / sum(r[0] for r in rows)
 
 
 class Probe(Callback):
@@ -238,7 +233,7 @@ class Trials:
         if len(workers) > 1:
             loader = SwitchingLoader({w: self._loader(w) for w in workers}, lambda: probe.side.num_workers or 0)
         if first.compile:
-            compile_submodules(net)
+            tuning.compile_submodules(net)
         data = self.data
         if loader is not self.loader and "train_dataloaders" in data:
             data = {"train_dataloaders": loader}
@@ -263,7 +258,8 @@ class Trials:
             self.serial += 1
             warm, window, got = (self.serial, "warm", 0), (self.serial, "window", 0), dict[Any, Any]()
             self.fit([(cand, warm)] * WARMUP + [(cand, window)] * WINDOW, got.update)
-            rates[cand], warmup_s[cand], elapsed = rate(got[window]), sum(r[0] for r in got[warm]), got["elapsed"]
+            rates[cand], elapsed = tuning.window_rate(got[window], req.factor), got["elapsed"]
+            warmup_s[cand] = sum(r[0] for r in got[warm])
         return Pair(rates[req.new], rates[req.old], elapsed, warmup_s[req.new], warmup_s[req.old])
 
     def run(self, gen: Generator[Request, Any, T], planned: Callable[[float], Optional[int]]) -> T:
@@ -292,7 +288,7 @@ class Trials:
         done, elapsed, per_batch = self.req, windows["elapsed"], windows["steps_per_batch"]
         mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
         if done.kind == "pair":
-            answer: Pair | Window = Pair(rate(mine["new"]), rate(mine["old"]), elapsed)
+            answer: Pair | Window = Pair(*(tuning.window_rate(mine[k], done.factor) for k in ("new", "old")), elapsed)
         else:
             seconds, waits, images = zip(*mine["base"], strict=True)
             step_s, batch_size = sorted(seconds)[len(seconds) // 2], round(sum(images) / len(seconds))

@@ -1,9 +1,8 @@
-"""What :func:`~lightning_efficient.tune` chose (:class:`TuneResult`), and where its decisions are kept for reuse. A
-decision is reused while nothing it depends on changed: its :func:`fingerprint` holds the model's architecture
-(parameter and buffer names, shapes, dtypes), the data (dataset class and length, the first sample's shapes and dtypes
-through the collate function), the loader's settings, the kept callbacks (types and settings), the Trainer arguments
-that change a step's cost, hardware and software (:func:`~lightning_efficient.doctor.machine_info`), the candidates and
-``min_gain``. Stored as ``<cache>/tune/<hash>.json``; ``<cache>``: ``$LIGHTNING_EFFICIENT_CACHE``, else XDG's."""
+"""What :func:`~lightning_efficient.tune` chose (:class:`TuneResult`), reused while nothing it depends on changed:
+its :func:`fingerprint` holds the model's architecture (parameter and buffer names, shapes, dtypes), the data (dataset
+class and length, the first sample's shapes and dtypes through the collate function), the loader's settings, the kept
+callbacks (types, settings), the Trainer arguments that change a step's cost, hardware and software (``machine_info``),
+the candidates, ``min_gain``. In ``<cache>/tune/<hash>.json``, ``<cache>``: ``$LIGHTNING_EFFICIENT_CACHE`` or XDG's."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from lightning_efficient.data.loader import with_num_workers
 from lightning_efficient.doctor import machine_info
 from lightning_efficient.functional.tuning import Candidate, Decision, Window, compile_submodules
 
-FORMAT, ENV = 2, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
+FORMAT, ENV = 3, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
 STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
 RECENT: list["TuneResult"] = []  #: this process's results, newest last (kept with cache=False too)
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  #: prepare_model() returns the model it was given

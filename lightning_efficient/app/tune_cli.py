@@ -13,10 +13,9 @@ class TuneCliError(Exception):
 
 
 def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers=None, out=None, **tune_kwargs) -> Any:
-    """Tune ``model_name`` (the demo's classifier), print the table and the advice, write the JSON to ``out``; ``data``:
-    an ImageFolder root (its ``train/`` split if present), read with ``workers`` DataLoader workers (default:
-    ``suggest_loader_kwargs()``'s); ``tune_kwargs`` go to :func:`~lightning_efficient.tune`. Returns the
-    :class:`~lightning_efficient.TuneResult`; raises TuneCliError: an unknown model, ``data`` not an ImageFolder."""
+    """Tune ``model_name`` (the demo's classifier); print the table and advice; write the JSON to ``out``. ``data``: an
+    ImageFolder root (its ``train/`` if present) read by ``workers`` loader workers (default: suggest_loader_kwargs());
+    ``tune_kwargs`` go to tune(). Returns the TuneResult; TuneCliError: an unknown model, no ImageFolder at ``data``."""
     from torch.utils.data import DataLoader
 
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, tune, uint8_collate

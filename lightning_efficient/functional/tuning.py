@@ -3,7 +3,7 @@
 **The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of
 one factor (:data:`FACTORS`, in that order: precision first, as the layout's gain depends on it) is measured in *pairs*
 of adjacent windows, the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio
-of images/s, new / old. After ``min_pairs`` pairs, and after every pair from then on, the change is
+of images/s (:func:`window_rate`), new / old. After ``min_pairs`` pairs, and after every further pair, the change is
 
 - **kept** when the geometric mean of the ratios exceeds ``1 + min_gain`` and its lower confidence bound exceeds 1;
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
@@ -14,12 +14,11 @@ The bounds are one-sided Student's t bounds on the log ratios at 95% *over all t
 that gains nothing at most 5% of the time. A change the time budget cannot afford ``min_pairs`` pairs of is **not
 measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it; so too when the
 budget runs out before the rule decides, unless the pairs so far point away from the default (then: undecided). More
-DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl's
-law: they can at most remove the wait). A compilation is charged to the planned run (amortised).
+DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl: they
+can at most remove the wait). A compilation is charged to the planned run (amortised).
 
 :func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair` answers
-(or thrown :class:`MeasurementError`), so that ``lightning_efficient.tuner`` measures and this module decides. Units:
-images/s, seconds, training batches.
+(or thrown :class:`MeasurementError`): the tuner measures, this module decides. Units: images/s, seconds, batches.
 """
 
 from __future__ import annotations
@@ -86,6 +85,15 @@ def judge(ratios: Sequence[float], min_gain=MIN_GAIN, min_pairs=MIN_PAIRS, max_p
     if gain > 1 + min_gain and lower > 1:
         return "kept"
     return "ruled out" if upper < 1 + min_gain else "more" if len(ratios) < max_pairs else "undecided"
+
+
+def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> float:
+    """Images/s of a window's steps ``(seconds, ..., images)`` measuring ``factor``, without its slowest step (per
+    image, from 3 steps; not for ``"num_workers"``, whose stalls are what it removes): a disturbance only ever slows
+    steps, so one disturbed step no longer decides a pair (simulated in ``tests/functional/test_tuning.py``)."""
+    trim = -1 if factor != "num_workers" and len(steps) > 2 else None
+    kept = sorted(steps, key=lambda s: s[0] / max(s[-1], 1))[:trim]
+    return sum(s[-1] for s in kept) / sum(s[0] for s in kept)
 
 
 @dataclass(frozen=True)
@@ -179,9 +187,7 @@ def search(
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
     elapsed, best, decisions = base.elapsed_s, current, list[Decision]()
     for factor in FACTORS:
-        for value in [v for v in options.get(factor, ()) if v != getattr(current, factor)]:
-            if value == getattr(best, factor):
-                continue
+        for value in (v for v in options.get(factor, ()) if v not in (getattr(current, factor), getattr(best, factor))):
             new, old = replace(best, **{factor: value}), best
             wait = min(base.data_wait * math.prod(d.gain for d in decisions if d.verdict == "kept"), 1.0)
             bound, cost = 1 / max(1 - wait, 1e-9), pair_cost(Request("pair", new, old, factor), base.step_s)
