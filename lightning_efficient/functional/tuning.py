@@ -1,9 +1,10 @@
 """tune()'s decision rule, its records and its search, without a Trainer or a clock.
 
-**The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of
-one factor (:data:`FACTORS`, in that order: precision first, as the layout's gain depends on it) is measured in *pairs*
-of adjacent windows, the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio
-of images/s (:func:`window_rate`), new / old. After ``min_pairs`` pairs, and after every further pair, the change is
+**The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of one
+factor (:data:`FACTORS`, in that order: precision, on which the others' gains depend; then DataLoader workers, whose
+``recipe()`` default is least sure and which are often ruled out for free) is measured in *pairs* of adjacent windows,
+the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio of images/s
+(:func:`window_rate`), new / old. After ``min_pairs`` pairs, and after every further pair, the change is
 
 - **kept** when the geometric mean of the ratios exceeds ``1 + min_gain`` and its lower confidence bound exceeds 1;
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
@@ -29,7 +30,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, Mapping, Optional, Sequence
 
-FACTORS = ("precision", "channels_last", "num_workers", "compile")  #: in the order they are measured
+FACTORS = ("precision", "num_workers", "channels_last", "compile")  #: in the order they are measured
 MIN_GAIN, MIN_PAIRS, MAX_PAIRS, LEVEL = 0.02, 3, 8, 0.95  #: the rule's defaults (see the module docstring)
 SLACK = 1.1  #: a pair is measured only if 1.1x its estimate (the slowest pair so far) still fits in the budget
 
@@ -180,8 +181,7 @@ def search(
     (the baseline's ``planned_batches x step_s``), at most ``max_seconds`` (the budget without a planned length).
     ``current`` is measured first (``"baseline"``); ``options``: the values to try per factor; ``defaults``:
     ``recipe()``'s value per factor, applied where none was measured; ``pair_cost(request, step_s)``: a first pair's
-    estimated seconds. Returns ``(chosen, decisions, baseline, budget_s)``; raises MeasurementError if the baseline
-    itself failed."""
+    seconds. Returns ``(chosen, decisions, baseline, budget_s)``; raises MeasurementError if the baseline failed."""
     base: Window = yield Request("baseline", current, current)
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
