@@ -9,8 +9,9 @@ from typing import Any, Optional, Union
 import torch
 
 from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.data.folder import FastImageFolder
 from lightning_efficient.functional.batch import get_entry, replace_entry
-from lightning_efficient.functional.resize import ResizeSchedule, resize_images, snap
+from lightning_efficient.functional.resize import ResizeSchedule, resize_images
 from lightning_efficient.pipeline import add_stage
 from lightning_efficient.progress import fractional_epoch, planned_steps_per_epoch
 
@@ -32,14 +33,20 @@ class ProgressiveResize(Callback):
     run resumes from a checkpoint; the schedule itself is saved in the checkpoint and a resume with another one
     warns. The final side is each batch's own (the dataset's size); intermediate sides are snapped to ``multiple``.
 
+    Training data from a :class:`~lightning_efficient.FastImageFolder` (also inside a ``Subset``) is decoded at the
+    scheduled size in the DataLoader workers (its :attr:`~lightning_efficient.FastImageFolder.scheduled_size`): less
+    CPU work per image where decoding bounds the step. The workers prefetch, so they decode at the size of the batch
+    ``num_workers x prefetch_factor + 2`` batches ahead (sides only grow) and this stage resizes the rest of the way.
+
     Args:
-        start_scale, delay, finetune, multiple: the schedule (see :class:`ResizeSchedule`).
+        start_scale, delay, finetune, multiple, min_side: the schedule (see :class:`ResizeSchedule`).
         image_key: where the images are in a batch: an index for tuple/list batches (default 0), a key for dicts;
             a bare tensor batch is the images. uint8 or floating ``[B, C, H, W]``.
         mask_key: index/key of segmentation masks ``[B, H, W]`` or ``[B, K, H, W]``, resized with nearest
             neighbours to the same size.
         total_epochs: the run's length in epochs for the schedule; default: ``max_epochs``, else ``max_steps`` over
             the optimizer steps per epoch.
+        decode_at_size: let FastImageFolder training data decode at the scheduled size (``False``: at its ``size``).
 
     Raises:
         ValueError: a schedule value out of range (see :class:`ResizeSchedule`), ``mask_key == image_key``, or at
@@ -59,8 +66,10 @@ class ProgressiveResize(Callback):
         image_key: Union[int, str] = 0,
         mask_key: Union[int, str, None] = None,
         total_epochs: Optional[float] = None,
+        min_side: int = 0,
+        decode_at_size: bool = True,
     ) -> None:
-        self.schedule = ResizeSchedule(start_scale, delay, finetune, multiple)
+        self.schedule = ResizeSchedule(start_scale, delay, finetune, multiple, min_side)
         if mask_key is not None and mask_key == image_key:
             raise ValueError(f"ProgressiveResize: `mask_key` and `image_key` are both {image_key!r}; they must differ.")
         if total_epochs is not None and not total_epochs > 0:
@@ -72,6 +81,11 @@ class ProgressiveResize(Callback):
         self._trainer: Any = None
         self._pipeline: Any = None
         self._last_end: Optional[float] = None
+        self.decode_at_size = bool(decode_at_size)
+        self._folders: list[FastImageFolder] = []  # the training datasets decoding at the scheduled size
+        self._final: Optional[tuple[int, int]] = None  # their size, the final one
+        self._ahead = 2  # batches the loader prefetches: workers x prefetch_factor + 2
+        self._warned = False
 
     # ---------------------------------------------------------------- hooks
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -79,18 +93,32 @@ class ProgressiveResize(Callback):
         self._pipeline = add_stage(trainer, pl_module, _NAME, self._resize, "resize")
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._release()
         if self._pipeline is not None and _NAME in self._pipeline.names():
             self._pipeline.remove(_NAME)
         self._pipeline = None
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self.run_epochs(trainer)  # raises early where the run has no length
+        loaders = trainer.train_dataloader
+        folders = [d for d in _datasets(loaders) if isinstance(d, FastImageFolder) and d.train]
+        if self.decode_at_size and folders and len({d.size for d in folders}) == 1:
+            self._folders, self._final = folders, folders[0].size
+            workers = [
+                getattr(dl, "num_workers", 0) * (getattr(dl, "prefetch_factor", None) or 2) for dl in _flat(loaders)
+            ]
+            self._ahead = max(workers, default=0) + 2
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.position, self._last_end = fractional_epoch(trainer), None
+        self._publish(trainer)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._release()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.position = fractional_epoch(trainer, batch_idx + 1)
+        self._publish(trainer)
         now = time.perf_counter()
         if self.side is not None and self._last_end is not None:
             n = get_entry(batch, self.image_key, who="ProgressiveResize", bare_ok=True).shape[0]
@@ -132,8 +160,17 @@ class ProgressiveResize(Callback):
                 f"{type(images).__name__} {tuple(getattr(images, 'shape', ()))}; set image_key=."
             )
         scale = self.schedule.scale(self.position, self.run_epochs(trainer))
-        multiple = self.schedule.multiple
-        size = (snap(images.shape[-2], scale, multiple), snap(images.shape[-1], scale, multiple))
+        final = self._final or (images.shape[-2], images.shape[-1])
+        size = (self.schedule.side_at(final[0], scale), self.schedule.side_at(final[1], scale))
+        if (images.shape[-2] < size[0] or images.shape[-1] < size[1]) and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"ProgressiveResize: a training batch arrived at {tuple(images.shape[-2:])}, below the scheduled "
+                f"{size}, and is upscaled: the loader prefetches more than {self._ahead} batches. Pass "
+                "ProgressiveResize(decode_at_size=False) to decode at the full size instead.",
+                UserWarning,
+                stacklevel=2,
+            )
         self.side = size[-1]
         batch = replace_entry(batch, self.image_key, resize_images(images, size))
         if self.mask_key is not None:
@@ -147,16 +184,57 @@ class ProgressiveResize(Callback):
         rates = tuple((side, n / s) for side, (n, s) in sorted(self.images_per_side.items()) if s > 0)
         return {"image_side": self.side, "images_per_s_by_side": rates}
 
+    def _publish(self, trainer: Any) -> None:
+        """Tell the followed datasets the size of the batch :attr:`_ahead` batches from now (``(0, 0)``: full)."""
+        if not self._folders or self._final is None:
+            return
+        batches = trainer.num_training_batches
+        ahead = self._ahead / batches if isinstance(batches, int) and batches > 0 else 0.0
+        scale = self.schedule.scale(self.position + ahead, self.run_epochs(trainer))
+        size = [0, 0] if scale >= 1 else [self.schedule.side_at(f, scale) for f in self._final]
+        for folder in self._folders:
+            folder.scheduled_size.copy_(torch.tensor(size))
+
+    def _release(self) -> None:
+        for folder in self._folders:
+            folder.scheduled_size.zero_()  # the full size again, e.g. for a later fit without this callback
+        self._folders, self._final = [], None
+
     def state_dict(self) -> dict[str, Any]:
         s = self.schedule
-        return {"schedule": [s.start_scale, s.delay, s.finetune, s.multiple], "total_epochs": self.total_epochs}
+        schedule = [s.start_scale, s.delay, s.finetune, s.multiple, s.min_side]
+        return {"schedule": schedule, "total_epochs": self.total_epochs}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if state_dict.get("schedule") != self.state_dict()["schedule"]:
+        saved = list(state_dict.get("schedule") or [])
+        saved += [0] * (len(saved) == 4)  # written before min_side existed
+        if saved != self.state_dict()["schedule"]:
             warnings.warn(
-                f"ProgressiveResize: the checkpoint was trained with the schedule {state_dict.get('schedule')}"
-                f" (start_scale, delay, finetune, multiple), this run uses {self.state_dict()['schedule']}; "
+                f"ProgressiveResize: the checkpoint was trained with the schedule {saved}"
+                f" (start_scale, delay, finetune, multiple, min_side), this run uses {self.state_dict()['schedule']}; "
                 "the sizes follow this run's.",
                 UserWarning,
                 stacklevel=2,
             )
+
+
+def _flat(loaders: Any) -> list[Any]:
+    """The loaders in Lightning's ``trainer.train_dataloader`` (one, or a list / dict of them)."""
+    if isinstance(loaders, dict):
+        return [x for v in loaders.values() for x in _flat(v)]
+    if isinstance(loaders, (list, tuple)):
+        return [x for v in loaders for x in _flat(v)]
+    return [] if loaders is None else [loaders]
+
+
+def _datasets(loaders: Any) -> list[Any]:
+    """The datasets under the loaders, through ``.dataset`` (``Subset``) and ``.datasets`` (``ConcatDataset``)."""
+    found, todo, seen = [], [getattr(dl, "dataset", None) for dl in _flat(loaders)], set()
+    while todo:
+        data = todo.pop()
+        if data is None or id(data) in seen:
+            continue
+        seen.add(id(data))
+        found.append(data)
+        todo += [getattr(data, "dataset", None), *(getattr(data, "datasets", None) or [])]
+    return found

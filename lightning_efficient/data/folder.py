@@ -12,6 +12,7 @@ and ``benchmarks/results/decoding-pillow-simd.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import warnings
 from collections.abc import Callable, Sequence
@@ -247,6 +248,10 @@ class FastImageFolder(ImageFolder):
         #: The crop settings, applied to each image's header size
         #: (:class:`~lightning_efficient.data.crop_choice.CropChoice`).
         self.crop = CropChoice(self.size, self.train, self.scale, self.ratio, self.eval_resize)
+        #: ``(h, w)`` to decode training items at instead of ``size`` (``(0, 0)``: ``size``), written by
+        #: :class:`~lightning_efficient.ProgressiveResize`: int64 in shared memory, so that DataLoader workers see it.
+        self.scheduled_size = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self._crops: dict[tuple[int, int], CropChoice] = {}
         if draft_gap is None:
             draft_gap = 1.0 if self.train else 2.0
         if isinstance(draft_gap, bool) or not isinstance(draft_gap, (int, float)) or not draft_gap >= 1.0:
@@ -332,14 +337,15 @@ class FastImageFolder(ImageFolder):
         """Number of unreadable items replaced so far in this process (``on_error="skip"``)."""
         return len(self.skipped_files)
 
-    def load_image(self, path: str) -> torch.Tensor:
-        """Decode, crop and resize one file to ``uint8 [3, H, W]``; no ``transform``, no skipping.
+    def load_image(self, path: str, crop: CropChoice | None = None) -> torch.Tensor:
+        """Decode, crop and resize one file to ``uint8 [3, H, W]`` (``crop``: default :attr:`crop`, at ``size``); no
+        ``transform``, no skipping.
 
         Raises:
             ImageDecodeError: the file cannot be read or decoded; the message names the file and the fix.
         """
         try:
-            return self.decoder.load(path, self.crop)  # type: ignore[return-value]
+            return self.decoder.load(path, crop or self.crop)  # type: ignore[return-value]
         except _DECODE_ERRORS as err:
             limit = (
                 " If the file is trusted, raise Pillow's decompression-bomb limit instead "
@@ -353,18 +359,36 @@ class FastImageFolder(ImageFolder):
             ) from err
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-        """Return ``(image, target)``: ``image`` is ``uint8 [3, H, W]`` (after ``transform`` if given), ``target``
-        the class index (after ``target_transform`` if given).
+        """Return ``(image, target)``: ``image`` is ``uint8 [3, H, W]`` at ``size`` (training items: at
+        :attr:`scheduled_size` while a ProgressiveResize sets one), after ``transform`` if given; ``target`` the class
+        index (after ``target_transform`` if given).
 
         Raises:
             ImageDecodeError: unreadable file with ``on_error="raise"``, or no readable file at all with ``"skip"``.
         """
+        return self._item(index, self._crop_now())
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+        """The items of one batch (a DataLoader asks for them together), as :meth:`__getitem__`'s, all at one size:
+        :attr:`scheduled_size` is read once per batch, so that a change during the batch cannot mix sizes."""
+        crop = self._crop_now()
+        return [self._item(i, crop) for i in indices]
+
+    def _crop_now(self) -> CropChoice:
+        h, w = self.scheduled_size.tolist() if self.train else (0, 0)
+        if h <= 0 or w <= 0 or (h, w) == self.size:
+            return self.crop
+        if (h, w) not in self._crops:
+            self._crops[(h, w)] = dataclasses.replace(self.crop, size=(h, w))
+        return self._crops[(h, w)]
+
+    def _item(self, index: int, crop: CropChoice) -> tuple[Any, Any]:
         n = len(self.samples)
         attempts = 1 if self.on_error == "raise" else n
         for k in range(attempts):
             path, target = self.samples[(index + k) % n]
             try:
-                image = self.load_image(path)
+                image = self.load_image(path, crop)
             except ImageDecodeError as err:
                 if self.on_error == "raise":
                     raise

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_a_resume_with_another_schedule_warns(tmp_path):
         callbacks=[le.ProgressiveResize(start_scale=0.25)],
         limit_val_batches=0,
     )
-    with pytest.warns(UserWarning, match=r"checkpoint was trained with the schedule \[0.5, 0.5, 0.2, 8\]"):
+    with pytest.warns(UserWarning, match=r"checkpoint was trained with the schedule \[0.5, 0.5, 0.2, 8, 0\]"):
         trainer.fit(Net(), _loader(), ckpt_path=str(tmp_path / "last.ckpt"))
 
 
@@ -221,3 +222,82 @@ def test_every_ddp_rank_trains_at_the_same_size(tmp_path):
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     expected = [ResizeSchedule().side(SIDE, e + b / 2, 4) for e in range(4) for b in range(2)]
     assert ranks[0] == ranks[1] == expected and len(set(expected)) > 1
+
+
+def _image_tree(root: Path, side: int = 40, per_class: int = 8) -> Path:
+    for c in ("a", "b"):
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("RGB", (side, side), (30 * i, 90, 200 if c == "a" else 20)).save(root / c / f"{i}.png")
+    return root
+
+
+def test_image_folder_items_follow_the_scheduled_size_one_size_per_batch(tmp_path):
+    train = le.FastImageFolder(_image_tree(tmp_path), size=SIDE, train=True)
+    val = le.FastImageFolder(tmp_path, size=SIDE, train=False)
+    assert train[0][0].shape == (3, SIDE, SIDE) and train.scheduled_size.tolist() == [0, 0]
+    for data in (train, val):
+        data.scheduled_size.copy_(torch.tensor([16, 24]))
+    assert train[0][0].shape == (3, 16, 24) and val[0][0].shape == (3, SIDE, SIDE)  # evaluation keeps its size
+    assert {x.shape for x, _ in train.__getitems__([0, 3, 5])} == {(3, 16, 24)}
+    subset = torch.utils.data.Subset(train, [1, 2])
+    assert [x.shape[-1] for x, _ in subset.__getitems__([0, 1])] == [24, 24]
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_workers_started_before_a_change_decode_at_the_new_size(tmp_path, start):
+    data = le.FastImageFolder(_image_tree(tmp_path), size=SIDE, train=True)
+    kw = dict(num_workers=1, persistent_workers=True, multiprocessing_context=start, collate_fn=le.uint8_collate)
+    loader = DataLoader(data, batch_size=4, **kw)
+    assert next(iter(loader))[0].shape[-1] == SIDE  # the worker is started (and persists)
+    data.scheduled_size.copy_(torch.tensor([16, 16]))
+    assert {x.shape[-1] for x, _ in loader} == {16}
+
+
+def test_image_folder_data_is_decoded_at_the_scheduled_size_and_the_model_sees_the_schedule(tmp_path):
+    arrived, seen = [], []
+
+    class Spy(Net):
+        def on_after_batch_transfer(self, batch, dataloader_idx):
+            if self.trainer.training:  # before the resize stage: the size the loader decoded at
+                arrived.append(batch[0].shape[-1])
+            return batch
+
+        def training_step(self, batch, batch_idx):
+            seen.append(batch[0].shape[-1])
+            return nn.functional.cross_entropy(self.net(batch[0].float()), batch[1])
+
+    data = le.FastImageFolder(_image_tree(tmp_path), size=SIDE, train=True)  # 16 images: 8 batches of 2
+    loader = DataLoader(data, batch_size=2, shuffle=True, num_workers=1, collate_fn=le.uint8_collate)
+    trainer = pl.Trainer(**TRAINER_KW, max_epochs=4, limit_val_batches=0, callbacks=[le.ProgressiveResize()])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="ProgressiveResize")  # never upscaled
+        trainer.fit(Spy(), loader)
+    assert seen == [ResizeSchedule().side(SIDE, e + b / 8, 4) for e in range(4) for b in range(8)]
+    assert all(a >= s for a, s in zip(arrived, seen, strict=True)) and min(arrived) == 16 < SIDE
+    assert data.scheduled_size.tolist() == [0, 0]  # after the run: the full size again
+
+
+def test_without_decode_at_size_the_data_stays_at_its_size(tmp_path):
+    arrived = []
+
+    class Spy(Net):
+        def on_after_batch_transfer(self, batch, dataloader_idx):
+            arrived.append(batch[0].shape[-1])
+            return batch
+
+    loader = DataLoader(le.FastImageFolder(_image_tree(tmp_path), size=SIDE), batch_size=4, collate_fn=le.uint8_collate)
+    callbacks = [le.ProgressiveResize(decode_at_size=False)]
+    pl.Trainer(**TRAINER_KW, max_epochs=2, limit_val_batches=0, callbacks=callbacks).fit(Spy(), loader)
+    assert set(arrived) == {SIDE}
+
+
+def test_min_side_keeps_small_images_from_shrinking():
+    _fit(Net(), epochs=10, callbacks=[])  # the default: down to half the side
+    assert min(side for *_, side in Net.seen) == SIDE // 2
+    Net.seen = []
+    trainer = pl.Trainer(
+        **TRAINER_KW, max_epochs=10, limit_val_batches=0, callbacks=[le.ProgressiveResize(min_side=24)]
+    )
+    trainer.fit(Net(), _loader())
+    assert min(side for *_, side in Net.seen) == 24

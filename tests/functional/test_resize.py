@@ -60,3 +60,17 @@ def test_images_are_resized_antialiased_in_their_dtype_and_masks_with_nearest(dt
     small = resize_images(masks, (32, 32), masks=True)
     assert small.shape == (2, 32, 32) and set(small.unique().tolist()) <= set(masks.unique().tolist())
     assert resize_images(x, (64, 64)) is x
+
+
+@given(st.integers(1, 512), st.floats(0.01, 1.0), st.integers(0, 600), st.sampled_from([1, 8, 16]))
+def test_min_side_floors_every_side_and_never_grows_one_past_the_final(final, scale, min_side, multiple):
+    schedule = ResizeSchedule(multiple=multiple, min_side=min_side)
+    side = schedule.side_at(final, scale)
+    assert min(min_side, final) <= side <= final
+    assert side == max(ResizeSchedule(multiple=multiple).side_at(final, scale), min(min_side, final))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "112"])
+def test_a_bad_min_side_names_the_value(bad):
+    with pytest.raises(ValueError, match=rf"min_side={bad!r}"):
+        ResizeSchedule(min_side=bad)
