@@ -5,8 +5,9 @@ The two sides are exactly the demo's (``lightning_efficient.app.demo``), each ru
 * *baseline*: plain Lightning, ``32-true``, NCHW, LR schedule stepped per epoch, torchvision
   ``RandomResizedCrop`` + ``TrivialAugmentWide`` + ``ToTensor`` per image in DataLoader workers;
 * *efficient*: ``recipe()`` as ``tune()`` chooses it on this machine (tuning time counted), ``StepwiseLR``,
-  ``FastImageFolder`` uint8 batches, TrivialAugment per sample on the device, and ``ProgressiveResize`` (half the
-  side for the first half of the run, a ramp, full size for the last 20%; off with ``--no-progressive-resize``).
+  ``FastImageFolder`` uint8 batches, TrivialAugment per sample on the device, and ``ProgressiveResize`` with its
+  defaults (half the side for the first half of the run, a ramp, full size for the last 20%, never below 64 px: so
+  at the 64 px run below it keeps the size; off with ``--no-progressive-resize``).
 
 Same schedule in epochs (1-epoch linear warmup from 0.1x, then cosine to 0), same images, same seed per pair;
 the runs alternate (seed 0: baseline, efficient; seed 1: efficient, baseline; ...). Every epoch ends with top-1 on

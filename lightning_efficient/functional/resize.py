@@ -27,9 +27,11 @@ class ResizeSchedule:
         delay: share of the run (0-1) at ``start_scale``.
         finetune: share of the run (0-1) at the end at full size; ``delay + finetune <= 1``.
         multiple: intermediate sides are multiples of this many pixels (``>= 1``).
-        min_side: intermediate sides are at least this many pixels (``>= 0``; 0: no floor): a side at or below it
-            is never shrunk. Below ~4x a network's total stride (32 for ResNets) its last feature maps shrink to
-            1x1-3x3; the published recipes start at 112 px or more (Composer's 0.5 x 224, fast.ai's 128, FFCV's 160).
+        min_side: intermediate sides are at least this many pixels, rounded up to a multiple (``>= 0``; 0: no
+            floor, as Composer's): an image side at or below it is never shrunk. Default 64: below it a stride-32
+            network's (a ResNet's) last feature map is 1x1, and on 64 px images starting at 32-48 px cost top-1 and
+            time to accuracy (``benchmarks/results/time_to_accuracy.md``); published recipes start at 112 px or
+            more (Composer's 0.5 x 224, fast.ai's 128, FFCV's 160).
 
     Raises:
         ValueError: a value out of its range.
@@ -39,7 +41,7 @@ class ResizeSchedule:
     delay: float = 0.5
     finetune: float = 0.2
     multiple: int = 8
-    min_side: int = 0
+    min_side: int = 64
 
     def __post_init__(self) -> None:
         if not 0 < self.start_scale <= 1:
@@ -72,8 +74,9 @@ class ResizeSchedule:
 
     def side_at(self, final: int, scale: float) -> int:
         """The side in pixels at ``scale``: ``final`` at full scale, else snapped down to a multiple of
-        :attr:`multiple` (at least one multiple), at least ``min(min_side, final)``, at most ``final``."""
-        return max(snap(final, scale, self.multiple), min(self.min_side, final))
+        :attr:`multiple` (at least one multiple), at least :attr:`min_side` rounded up to one, at most ``final``."""
+        floor = -(-self.min_side // self.multiple) * self.multiple
+        return min(final, max(snap(final, scale, self.multiple), floor))
 
     def sides(self, final: int, total_epochs: float, steps_per_epoch: int = 1000) -> list[int]:
         """Every side the run visits, in order (evaluated ``steps_per_epoch`` times per epoch)."""

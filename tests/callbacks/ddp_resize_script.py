@@ -42,7 +42,7 @@ if __name__ == "__main__":
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[ProgressiveResize()],
+        callbacks=[ProgressiveResize(min_side=0)],
     )
     trainer.fit(model, DataLoader(data, batch_size=2))
     (Path(sys.argv[1]) / f"rank{trainer.global_rank}.json").write_text(json.dumps(model.sides))

@@ -59,7 +59,7 @@ def _fit(model, epochs=10, callbacks=(), val=None, **kw) -> pl.Trainer:
     trainer = pl.Trainer(
         **{**TRAINER_KW, **kw},
         max_epochs=epochs,
-        callbacks=[le.ProgressiveResize(), *callbacks],
+        callbacks=[le.ProgressiveResize(min_side=0), *callbacks],
         limit_val_batches=1 if val else 0,
         num_sanity_val_steps=0,
     )
@@ -68,7 +68,9 @@ def _fit(model, epochs=10, callbacks=(), val=None, **kw) -> pl.Trainer:
 
 
 def _expected(epochs: int = 10, batches: int = BATCHES) -> list[int]:
-    return [ResizeSchedule().side(SIDE, e + b / batches, epochs) for e in range(epochs) for b in range(batches)]
+    return [
+        ResizeSchedule(min_side=0).side(SIDE, e + b / batches, epochs) for e in range(epochs) for b in range(batches)
+    ]
 
 
 def test_every_training_batch_has_the_scheduled_side_and_epoch_boundaries_are_exact():
@@ -76,7 +78,7 @@ def test_every_training_batch_has_the_scheduled_side_and_epoch_boundaries_are_ex
     sides = [side for kind, _, _, side in Net.seen if kind == "train"]
     assert sides == _expected()
     by_epoch_start = {e: side for kind, e, b, side in Net.seen if kind == "train" and b == 0}
-    assert by_epoch_start == {e: ResizeSchedule().side(SIDE, e, 10) for e in range(10)}
+    assert by_epoch_start == {e: ResizeSchedule(min_side=0).side(SIDE, e, 10) for e in range(10)}
     assert by_epoch_start[0] == 16 and by_epoch_start[9] == SIDE and set(sides) == {16, 24, SIDE}
 
 
@@ -95,7 +97,7 @@ def test_a_resumed_run_continues_at_the_size_of_an_uninterrupted_one(tmp_path):
         **{**TRAINER_KW, "enable_checkpointing": True},
         max_epochs=10,
         default_root_dir=tmp_path,
-        callbacks=[le.ProgressiveResize()],
+        callbacks=[le.ProgressiveResize(min_side=0)],
         limit_val_batches=0,
     )
     trainer.fit(model, _loader(), ckpt_path=str(tmp_path / "last.ckpt"))
@@ -109,7 +111,7 @@ def test_a_resume_with_another_schedule_warns(tmp_path):
         **{**TRAINER_KW, "enable_checkpointing": True},
         max_epochs=2,
         default_root_dir=tmp_path,
-        callbacks=[le.ProgressiveResize(start_scale=0.25)],
+        callbacks=[le.ProgressiveResize(start_scale=0.25, min_side=0)],
         limit_val_batches=0,
     )
     with pytest.warns(UserWarning, match=r"checkpoint was trained with the schedule \[0.5, 0.5, 0.2, 8, 0\]"):
@@ -119,7 +121,9 @@ def test_a_resume_with_another_schedule_warns(tmp_path):
 def test_an_epoch_that_ends_early_is_followed_by_the_next_integer_position():
     _fit(Net(fail_at=2))  # 2 of 4 batches run per epoch
     seen = [(e, b, side) for kind, e, b, side in Net.seen if kind == "train"]
-    assert seen == [(e, b, ResizeSchedule().side(SIDE, e + b / BATCHES, 10)) for e in range(10) for b in range(2)]
+    assert seen == [
+        (e, b, ResizeSchedule(min_side=0).side(SIDE, e + b / BATCHES, 10)) for e in range(10) for b in range(2)
+    ]
 
 
 def test_masks_are_resized_to_the_images_size_with_nearest_neighbours():
@@ -135,7 +139,7 @@ def test_masks_are_resized_to_the_images_size_with_nearest_neighbours():
         **TRAINER_KW,
         max_epochs=1,
         limit_val_batches=0,
-        callbacks=[le.ProgressiveResize(image_key="image", mask_key="mask")],
+        callbacks=[le.ProgressiveResize(image_key="image", mask_key="mask", min_side=0)],
     )
     trainer.fit(Masked(), DataLoader(data, batch_size=2))
     assert all(img[-2:] == mask[-2:] == (16, 16) and set(vals) <= {0, 1, 2} for img, mask, vals in got)
@@ -158,7 +162,7 @@ def test_it_runs_before_augmentation_and_layout_on_uint8_image_folder_batches(tm
     callbacks = [
         le.ChannelsLast(),
         le.GPUAugmentation("trivial_augment", mean=le.IMAGENET_MEAN, std=le.IMAGENET_STD),
-        le.ProgressiveResize(total_epochs=10),
+        le.ProgressiveResize(total_epochs=10, min_side=0),
     ]
     trainer = pl.Trainer(**TRAINER_KW, max_epochs=2, limit_val_batches=0, callbacks=callbacks)
     trainer.fit(Spy(), loader)
@@ -185,13 +189,13 @@ def test_a_compiled_model_sees_no_more_shapes_than_the_schedule_has_sides():
             self.net = torch.compile(self.net, backend=counting, dynamic=False)
 
     _fit(Compiled())
-    sides = ResizeSchedule().sides(SIDE, 10)
+    sides = ResizeSchedule(min_side=0).sides(SIDE, 10)
     assert 0 < len(compiles) <= len(sides)
 
 
 def test_recipe_adds_it_only_when_asked_and_the_report_shows_the_sides():
     assert not any(isinstance(c, le.ProgressiveResize) for c in le.recipe()["callbacks"])
-    kw = le.recipe(progressive_resize=True, stepwise_lr=False, channels_last=False)
+    kw = le.recipe(progressive_resize=le.ProgressiveResize(min_side=0), stepwise_lr=False, channels_last=False)
     assert any(isinstance(c, le.ProgressiveResize) for c in kw["callbacks"])
     with pytest.raises(TypeError, match="progressive_resize='yes'"):
         le.recipe(progressive_resize="yes")
@@ -203,7 +207,7 @@ def test_recipe_adds_it_only_when_asked_and_the_report_shows_the_sides():
 
 
 def test_a_run_without_a_length_is_an_error_naming_the_fix():
-    trainer = pl.Trainer(**TRAINER_KW, max_epochs=-1, limit_val_batches=0, callbacks=[le.ProgressiveResize()])
+    trainer = pl.Trainer(**TRAINER_KW, max_epochs=-1, limit_val_batches=0, callbacks=[le.ProgressiveResize(min_side=0)])
     with pytest.raises(ValueError, match=r"no length.*ProgressiveResize\(total_epochs=...\)"):
         trainer.fit(Net(), _loader())
 
@@ -220,7 +224,7 @@ def test_every_ddp_rank_trains_at_the_same_size(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    expected = [ResizeSchedule().side(SIDE, e + b / 2, 4) for e in range(4) for b in range(2)]
+    expected = [ResizeSchedule(min_side=0).side(SIDE, e + b / 2, 4) for e in range(4) for b in range(2)]
     assert ranks[0] == ranks[1] == expected and len(set(expected)) > 1
 
 
@@ -269,11 +273,11 @@ def test_image_folder_data_is_decoded_at_the_scheduled_size_and_the_model_sees_t
 
     data = le.FastImageFolder(_image_tree(tmp_path), size=SIDE, train=True)  # 16 images: 8 batches of 2
     loader = DataLoader(data, batch_size=2, shuffle=True, num_workers=1, collate_fn=le.uint8_collate)
-    trainer = pl.Trainer(**TRAINER_KW, max_epochs=4, limit_val_batches=0, callbacks=[le.ProgressiveResize()])
+    trainer = pl.Trainer(**TRAINER_KW, max_epochs=4, limit_val_batches=0, callbacks=[le.ProgressiveResize(min_side=0)])
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="ProgressiveResize")  # never upscaled
         trainer.fit(Spy(), loader)
-    assert seen == [ResizeSchedule().side(SIDE, e + b / 8, 4) for e in range(4) for b in range(8)]
+    assert seen == [ResizeSchedule(min_side=0).side(SIDE, e + b / 8, 4) for e in range(4) for b in range(8)]
     assert all(a >= s for a, s in zip(arrived, seen, strict=True)) and min(arrived) == 16 < SIDE
     assert data.scheduled_size.tolist() == [0, 0]  # after the run: the full size again
 
@@ -287,17 +291,23 @@ def test_without_decode_at_size_the_data_stays_at_its_size(tmp_path):
             return batch
 
     loader = DataLoader(le.FastImageFolder(_image_tree(tmp_path), size=SIDE), batch_size=4, collate_fn=le.uint8_collate)
-    callbacks = [le.ProgressiveResize(decode_at_size=False)]
+    callbacks = [le.ProgressiveResize(decode_at_size=False, min_side=0)]
     pl.Trainer(**TRAINER_KW, max_epochs=2, limit_val_batches=0, callbacks=callbacks).fit(Spy(), loader)
     assert set(arrived) == {SIDE}
 
 
-def test_min_side_keeps_small_images_from_shrinking():
-    _fit(Net(), epochs=10, callbacks=[])  # the default: down to half the side
+def test_min_side_keeps_small_images_from_shrinking_and_says_so():
+    _fit(Net(), epochs=10, callbacks=[])  # min_side=0: down to half the side
     assert min(side for *_, side in Net.seen) == SIDE // 2
-    Net.seen = []
-    trainer = pl.Trainer(
-        **TRAINER_KW, max_epochs=10, limit_val_batches=0, callbacks=[le.ProgressiveResize(min_side=24)]
-    )
-    trainer.fit(Net(), _loader())
-    assert min(side for *_, side in Net.seen) == 24
+    for min_side, smallest in ((24, 24), (20, 24), (64, SIDE)):  # rounded up to a multiple of 8; at most the final
+        Net.seen = []
+        trainer = pl.Trainer(
+            **TRAINER_KW, max_epochs=10, limit_val_batches=0, callbacks=[le.ProgressiveResize(min_side=min_side)]
+        )
+        if smallest == SIDE:  # the default: 32 px images keep their size, and a warning says so
+            assert le.ProgressiveResize().schedule.min_side == 64
+            with pytest.warns(UserWarning, match=r"\(32x32 px\) are not larger than min_side=64"):
+                trainer.fit(Net(), _loader())
+        else:
+            trainer.fit(Net(), _loader())
+        assert min(side for *_, side in Net.seen) == smallest

@@ -18,10 +18,13 @@ def test_the_default_schedule_at_epoch_boundaries(epoch, scale):
 
 
 def test_sides_are_snapped_and_the_final_side_never_is():
-    assert DEFAULT.side(64, 0, 10) == 32 and DEFAULT.side(64, 9, 10) == 64
-    assert DEFAULT.side(100, 9, 10) == 100  # final: not a multiple of 8, kept
-    assert DEFAULT.side(100, 0, 10) == 48  # 50 -> 48
-    assert DEFAULT.sides(64, 10) == [32, 40, 48, 56, 64]
+    composer = ResizeSchedule(min_side=0)  # no floor
+    assert composer.side(64, 0, 10) == 32 and composer.side(64, 9, 10) == 64
+    assert composer.side(100, 9, 10) == 100  # final: not a multiple of 8, kept
+    assert composer.side(100, 0, 10) == 48  # 50 -> 48
+    assert composer.sides(64, 10) == [32, 40, 48, 56, 64]
+    assert DEFAULT.sides(64, 10) == [64] and DEFAULT.sides(100, 10) == [64, 72, 80, 88, 96, 100]  # min_side 64
+    assert DEFAULT.sides(224, 10)[0] == 112  # Composer's start at ImageNet's size
 
 
 @given(st.integers(8, 512), st.floats(0, 20), st.floats(0.1, 1), st.sampled_from([1, 4, 8, 16]))
@@ -66,8 +69,9 @@ def test_images_are_resized_antialiased_in_their_dtype_and_masks_with_nearest(dt
 def test_min_side_floors_every_side_and_never_grows_one_past_the_final(final, scale, min_side, multiple):
     schedule = ResizeSchedule(multiple=multiple, min_side=min_side)
     side = schedule.side_at(final, scale)
-    assert min(min_side, final) <= side <= final
-    assert side == max(ResizeSchedule(multiple=multiple).side_at(final, scale), min(min_side, final))
+    floor = -(-min_side // multiple) * multiple  # rounded up to a multiple
+    assert min(floor, final) <= side <= final and (side % multiple == 0 or side == final)
+    assert side == min(final, max(ResizeSchedule(multiple=multiple, min_side=0).side_at(final, scale), floor))
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "112"])
