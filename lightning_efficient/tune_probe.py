@@ -288,7 +288,8 @@ class Trials:
         done, elapsed, per_batch = self.req, windows["elapsed"], windows["steps_per_batch"]
         mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
         if done.kind == "pair":
-            answer: Pair | Window = Pair(*(tuning.window_rate(mine[k], done.factor) for k in ("new", "old")), elapsed)
+            new, old = (tuning.window_rate(mine[k], done.factor) for k in ("new", "old"))
+            answer: Pair | Window = Pair(new, old, elapsed)
         else:
             seconds, waits, images = zip(*mine["base"], strict=True)
             step_s, batch_size = sorted(seconds)[len(seconds) // 2], round(sum(images) / len(seconds))

@@ -24,8 +24,7 @@ __all__ = ["TuneResult", "kept_callbacks", "tune"]
 
 
 def kept_callbacks(callbacks: Any, package: Any) -> tuple[list[Any], list[str]]:
-    """The user's callbacks that train along in the measuring fits (role ``"step cost"`` in
-    :mod:`lightning_efficient.callbacks.roles`), and the names of those left out (a factor is neither)."""
+    """The user's callbacks that train along in the measuring fits (role ``"step cost"``), and the names left out."""
     roles = [(cb, role(cb, package)) for cb in callbacks]
     left_out = [type(cb).__name__ for cb, r in roles if r not in ("step cost", "factor")]
     return [cb for cb, r in roles if r == "step cost"], left_out
