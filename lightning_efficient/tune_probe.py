@@ -35,10 +35,8 @@ FIT_ARGS = dict(enable_checkpointing=False, enable_progress_bar=False, enable_mo
 FIT_ARGS |= dict(limit_val_batches=0, num_sanity_val_steps=0)
 CONTROLLED = {*FIT_ARGS, *"precision callbacks logger min_epochs max_steps min_steps max_time profiler".split()}
 CONTROLLED |= {"limit_train_batches", "val_check_interval", "check_val_every_n_epoch", "fast_dev_run", "barebones"}
-UINT8_HINT = (
-    "\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the callback "
-    "that turns them into floats to tune() as to your Trainer: callbacks=[GPUAugmentation(...)]."
-)
+UINT8_HINT = "\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the callback that"
+UINT8_HINT += " turns them into floats to tune() as to your Trainer: callbacks=[GPUAugmentation(...)]."
 
 
 @contextlib.contextmanager
@@ -76,10 +74,9 @@ class SwitchingLoader:
             key = self.side()
             if key not in iters:  # once per loader: iter() starts its workers
                 iters[key] = iter(self.loaders[key])
-            try:
-                yield next(iters[key])
-            except StopIteration:
+            if (batch := next(iters[key], StopIteration)) is StopIteration:
                 return
+            yield batch
 
 
 def head_start(loader: Any) -> int:
@@ -189,8 +186,7 @@ class Trials:
         self.data = {k: v for k, v in (("train_dataloaders", train), ("datamodule", dm)) if v is not None}
         logger = __import__(f"{package.__name__}.loggers.logger", fromlist=["_"]).DummyLogger()
         self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED} | dict(FIT_ARGS, logger=logger)
-        self.loaders: dict[int, Any] = {}
-        self.layouts, self.workers = True, list[int]()  # channels_last measured or in use; the worker counts measured
+        self.loaders, self.layouts, self.workers = dict[int, Any](), True, list[int]()  # see fit(), set by tune()
         self.world_size, self.overhead_s, self.serial, self.started = 1, 0.0, 0, time.perf_counter()
 
     def switchable(self, req: Request) -> bool:

@@ -197,9 +197,8 @@ def tune(
             gen = search(current, options, defaults, trials.pair_cost, budget, max_seconds, min_gain)
             result = TuneResult(current, *trials.run(gen, planned), time.perf_counter() - started, notes=notes)
             result.machine, result.arch = (store.fp or {}).get("machine", {}), (store.fp or {}).get("arch", "")
-            if "BatchSizeFinder" in dropped:
-                size = f"tune() measured the loader's batch size ({result.baseline.batch_size})"
-                result.notes.append(f"{size}; your BatchSizeFinder may choose another, with other step times")
+            size = f"tune() measured the loader's batch size ({result.baseline.batch_size}); your BatchSizeFinder"
+            result.notes += [f"{size} may choose another, with other step times"] * ("BatchSizeFinder" in dropped)
             store.save(result)
     if verbose:
         rank_zero_only(print)(result)

@@ -7,6 +7,8 @@ import warnings
 from typing import Any, Optional, Union
 
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
+from torch.utils.data import DataLoader
 
 from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.data.folder import FastImageFolder
@@ -85,7 +87,7 @@ class ProgressiveResize(Callback):
         self._folders: list[FastImageFolder] = []  # the training datasets decoding at the scheduled size
         self._final: Optional[tuple[int, int]] = None  # their size, the final one
         self._ahead = 2  # batches the loader prefetches: workers x prefetch_factor + 2
-        self._warned = False
+        self._warned: set[str] = set()  # each warning once per callback: "upscaled", "too small"
 
     # ---------------------------------------------------------------- hooks
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -162,8 +164,8 @@ class ProgressiveResize(Callback):
         scale = self.schedule.scale(self.position, self.run_epochs(trainer))
         final = self._final or (images.shape[-2], images.shape[-1])
         size = (self.schedule.side_at(final[0], scale), self.schedule.side_at(final[1], scale))
-        if (images.shape[-2] < size[0] or images.shape[-1] < size[1]) and not self._warned:
-            self._warned = True
+        if (images.shape[-2] < size[0] or images.shape[-1] < size[1]) and "upscaled" not in self._warned:
+            self._warned.add("upscaled")
             warnings.warn(
                 f"ProgressiveResize: a training batch arrived at {tuple(images.shape[-2:])}, below the scheduled "
                 f"{size}, and is upscaled: the loader prefetches more than {self._ahead} batches. Pass "
@@ -171,8 +173,8 @@ class ProgressiveResize(Callback):
                 UserWarning,
                 stacklevel=2,
             )
-        if size == tuple(images.shape[-2:]) == tuple(final) and scale < 1 and not self._warned:
-            self._warned = True
+        if size == tuple(images.shape[-2:]) == tuple(final) and scale < 1 and "too small" not in self._warned:
+            self._warned.add("too small")
             warnings.warn(
                 f"ProgressiveResize: the training images ({final[0]}x{final[1]} px) are not larger than "
                 f"min_side={self.schedule.min_side}: they keep their size all run. Pass a lower min_side to shrink "
@@ -227,13 +229,11 @@ class ProgressiveResize(Callback):
             )
 
 
-def _flat(loaders: Any) -> list[Any]:
-    """The loaders in Lightning's ``trainer.train_dataloader`` (one, or a list / dict of them)."""
-    if isinstance(loaders, dict):
-        return [x for v in loaders.values() for x in _flat(v)]
-    if isinstance(loaders, (list, tuple)):
-        return [x for v in loaders for x in _flat(v)]
-    return [] if loaders is None else [loaders]
+def _flat(loaders: Any) -> list[DataLoader]:
+    """The DataLoaders in Lightning's ``trainer.train_dataloader`` (one, or a list / dict of them)."""
+    found: list[DataLoader] = []
+    apply_to_collection(loaders, DataLoader, found.append)
+    return found
 
 
 def _datasets(loaders: Any) -> list[Any]:

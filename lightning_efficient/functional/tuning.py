@@ -16,7 +16,8 @@ that gains nothing at most 5% of the time. A change the time budget cannot affor
 measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it; so too when the
 budget runs out before the rule decides, unless the pairs so far point away from the default (then: undecided). More
 DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl: they
-can at most remove the wait). A compilation is charged to the planned run (amortised).
+can at most remove the wait). Pairs beyond ``min_pairs`` never take the time the later factors' values need for
+their own ``min_pairs`` pairs. A compilation is charged to the planned run (amortised).
 
 :func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair` answers
 (or thrown :class:`MeasurementError`): the tuner measures, this module decides. Units: images/s, seconds, batches.
@@ -80,12 +81,10 @@ def bounds(ratios: Sequence[float], looks: int = MAX_PAIRS - MIN_PAIRS + 1) -> t
 
 def judge(ratios: Sequence[float], min_gain=MIN_GAIN, min_pairs=MIN_PAIRS, max_pairs=MAX_PAIRS) -> str:
     """The rule: ``"kept"``, ``"ruled out"``, ``"undecided"``, or ``"more"`` (measure one more pair)."""
-    if len(ratios) < min_pairs:
-        return "more"
     gain, lower, upper = bounds(ratios, max_pairs - min_pairs + 1)
-    if gain > 1 + min_gain and lower > 1:
-        return "kept"
-    return "ruled out" if upper < 1 + min_gain else "more" if len(ratios) < max_pairs else "undecided"
+    verdict = "kept" if gain > 1 + min_gain and lower > 1 else "ruled out" if upper < 1 + min_gain else "more"
+    verdict = "more" if len(ratios) < min_pairs else verdict
+    return "undecided" if verdict == "more" and len(ratios) >= max_pairs else verdict
 
 
 def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> float:
@@ -186,18 +185,24 @@ def search(
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
     elapsed, best, decisions = base.elapsed_s, current, list[Decision]()
+
+    def need(factor: str, value: Any) -> tuple[float, str]:  # seconds for min_pairs pairs of a change, or why none
+        wait = min(base.data_wait * math.prod(d.gain for d in decisions if d.verdict == "kept"), 1.0)
+        most = 1 / max(1 - wait, 1e-9)  # Amdahl: more workers at most remove the wait
+        if factor == "num_workers" and value > (best.num_workers or 0) and most < 1 + min_gain:
+            return 0.0, f"the steps waited for data {wait:.1%} of the time: more workers gain at most {most:.3f}x"
+        cost = pair_cost(Request("pair", replace(best, **{factor: value}), best, factor), base.step_s)
+        return SLACK * MIN_PAIRS * cost, ""
+
     for factor in FACTORS:
         for value in (v for v in options.get(factor, ()) if v not in (getattr(current, factor), getattr(best, factor))):
-            new, old = replace(best, **{factor: value}), best
-            wait = min(base.data_wait * math.prod(d.gain for d in decisions if d.verdict == "kept"), 1.0)
-            bound, cost = 1 / max(1 - wait, 1e-9), pair_cost(Request("pair", new, old, factor), base.step_s)
-            if factor == "num_workers" and value > (old.num_workers or 0) and bound < 1 + min_gain:
-                why = f"the steps waited for data {wait:.1%} of the time: more workers gain at most {bound:.3f}x"
-                decisions.append(Decision(factor, value, old.num_workers, "ruled out", reason=why))
-                continue
-            if (left := budget_s - elapsed) < SLACK * MIN_PAIRS * cost:
-                why = f"over budget: {MIN_PAIRS} pairs take ~{MIN_PAIRS * cost:.1f} s, {max(left, 0):.1f} s left"
-                decisions.append(Decision(factor, value, getattr(old, factor), "not measured", reason=why))
+            new, old, (first, free) = replace(best, **{factor: value}), best, need(factor, value)
+            later = [(f, v) for f in FACTORS[FACTORS.index(factor) + 1 :] for v in options.get(f, ())]
+            reserve = sum(need(f, v)[0] for f, v in later if v != getattr(current, f))
+            if free or (left := budget_s - elapsed) < first:
+                why = free or f"over budget: {MIN_PAIRS} pairs take ~{first / SLACK:.1f} s, {max(left, 0):.1f} s left"
+                verdict = "ruled out" if free else "not measured"
+                decisions.append(Decision(factor, value, getattr(old, factor), verdict, reason=why))
                 continue
             ratios, verdict, why, costs = list[float](), "more", f"{MAX_PAIRS} pairs", list[float]()
             while verdict == "more":
@@ -211,10 +216,9 @@ def search(
                 amortised = plan_s / (plan_s + compile_s) if math.isfinite(plan_s + compile_s) else 1.0
                 ratios.append(pair.new_rate * amortised / pair.old_rate)
                 verdict = judge(ratios, min_gain)
-                if verdict == "more" and elapsed + SLACK * max(costs) > budget_s:
-                    gain, why = bounds(ratios)[0], "the budget ran out"
-                    toward = factor in defaults and (gain >= 1) == (defaults[factor] == value)
-                    verdict = "not measured" if toward else "undecided"
+                if verdict == "more" and elapsed + SLACK * max(costs) > budget_s - reserve * (len(ratios) >= MIN_PAIRS):
+                    toward = factor in defaults and (bounds(ratios)[0] >= 1) == (defaults[factor] == value)
+                    verdict, why = "not measured" if toward else "undecided", "the budget ran out"
             d = Decision(factor, value, getattr(old, factor), verdict, tuple(ratios))
             text = {"kept": "kept", "ruled out": f"no gain above {min_gain:.0%}", "failed": f"failed: {why}"}
             text["not measured"] = "over budget before the rule decided: recipe()'s default applies"

@@ -239,6 +239,16 @@ def test_the_fake_clock_never_passes_the_budget():
         assert all(len(d.ratios) >= MIN_PAIRS or "budget ran out" in d.reason for d in started)
 
 
+def test_pairs_beyond_the_minimum_leave_the_later_factors_their_minimum():
+    # 11.5 s: the baseline (1 s), then 3 pairs of 1 s for each of three factors with 10% slack and 0.6 s to spare;
+    # an undecided precision could take 8 pairs, and the later factors would go unmeasured
+    driver = Driver(lambda r: 1.0, noise=0.3)
+    _, decisions, _, budget_s = driver.run(max_seconds=11.5, budget=1.0)
+    assert [d.factor for d in decisions] == ["precision", "num_workers", "channels_last"]
+    assert all(len(d.ratios) >= MIN_PAIRS for d in decisions) and driver.clock <= budget_s
+    assert len(decisions[0].ratios) == MIN_PAIRS and "budget ran out" in decisions[0].reason
+
+
 def test_pairs_of_varying_length_stay_within_the_budget():
     for pair_s in (0.5, 1.0, 3.0, 7.0):  # each pair within 5% of the others: the 10% slack covers it
         driver = Driver(lambda r: 1.0, pair_s=pair_s, noise=0.2, jitter=0.05)
