@@ -180,18 +180,19 @@ def search(
     (the baseline's ``planned_batches x step_s``), at most ``max_seconds`` (the budget without a planned length).
     ``current`` is measured first (``"baseline"``); ``options``: the values to try per factor; ``defaults``:
     ``recipe()``'s value per factor, applied where none was measured; ``pair_cost(request, step_s)``: a first pair's
-    seconds. Returns ``(chosen, decisions, baseline, budget_s)``; raises MeasurementError if the baseline failed."""
+    seconds at ``step_s`` per batch (the baseline's over the kept gains). Returns ``(chosen, decisions, baseline,
+    budget_s)``; raises MeasurementError if the baseline failed."""
     base: Window = yield Request("baseline", current, current)
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
     elapsed, best, decisions = base.elapsed_s, current, list[Decision]()
 
     def need(factor: str, value: Any) -> tuple[float, str]:  # seconds for min_pairs pairs of a change, or why none
-        wait = min(base.data_wait * math.prod(d.gain for d in decisions if d.verdict == "kept"), 1.0)
+        wait = min(base.data_wait * (faster := math.prod(d.gain for d in decisions if d.verdict == "kept")), 1.0)
         most = 1 / max(1 - wait, 1e-9)  # Amdahl: more workers at most remove the wait
         if factor == "num_workers" and value > (best.num_workers or 0) and most < 1 + min_gain:
             return 0.0, f"the steps waited for data {wait:.1%} of the time: more workers gain at most {most:.3f}x"
-        cost = pair_cost(Request("pair", replace(best, **{factor: value}), best, factor), base.step_s)
+        cost = pair_cost(Request("pair", replace(best, **{factor: value}), best, factor), base.step_s / faster)
         return SLACK * MIN_PAIRS * cost, ""
 
     for factor in FACTORS:

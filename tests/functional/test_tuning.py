@@ -249,6 +249,25 @@ def test_pairs_beyond_the_minimum_leave_the_later_factors_their_minimum():
     assert len(decisions[0].ratios) == MIN_PAIRS and "budget ran out" in decisions[0].reason
 
 
+def test_later_pairs_are_priced_at_the_step_time_of_the_kept_changes():
+    asked: list[tuple[str, float]] = []
+    gen = search(CURRENT, OPTIONS, DEFAULTS, lambda req, step_s: asked.append((req.factor, step_s)) or 1.0, 1.0, 1e6)
+    req = next(gen)
+    try:
+        req = gen.send(Window(0.4, 0.0, 32, 1.0, 10_000))  # 0.4 s per batch at the current settings
+        while True:  # bf16-mixed 2x the images/s; nothing else changes
+            req = gen.send(Pair(200.0 if req.factor == "precision" else 100.0, 100.0, 1.0))
+    except StopIteration as stop:
+        decisions = stop.value[1]
+    assert decisions[0].factor == "precision" and decisions[0].verdict == "kept"
+    # priced before precision's pairs: the change and the later factors' reserve, at the current step time; after
+    # bf16-mixed was kept, at half of it
+    assert [f for f, _ in asked] == ["precision", "num_workers", "channels_last"] + ["num_workers"] + [
+        "channels_last"
+    ] * 2
+    assert [s for _, s in asked] == pytest.approx([0.4] * 3 + [0.2] * 3)
+
+
 def test_pairs_of_varying_length_stay_within_the_budget():
     for pair_s in (0.5, 1.0, 3.0, 7.0):  # each pair within 5% of the others: the 10% slack covers it
         driver = Driver(lambda r: 1.0, pair_s=pair_s, noise=0.2, jitter=0.05)
