@@ -186,7 +186,7 @@ class Trials:
         self.data = {k: v for k, v in (("train_dataloaders", train), ("datamodule", dm)) if v is not None}
         logger = __import__(f"{package.__name__}.loggers.logger", fromlist=["_"]).DummyLogger()
         self.fixed = {k: v for k, v in kwargs.items() if k not in CONTROLLED} | dict(FIT_ARGS, logger=logger)
-        self.loaders, self.layouts, self.workers = dict[int, Any](), True, list[int]()  # see fit(), set by tune()
+        self.loaders, self.layouts, self.workers = dict[int, Any](), True, list[int]()  # tune() sets layouts, workers
         self.world_size, self.overhead_s, self.serial, self.started = 1, 0.0, 0, time.perf_counter()
 
     def switchable(self, req: Request) -> bool:
