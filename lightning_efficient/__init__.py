@@ -24,6 +24,19 @@ Public API:
   ``num_workers``) train your model fastest here; ``recipe(tune=result)`` applies the choice.
 """
 
+# torch and torchvision must be one matching pair of builds; a mismatch fails deep inside torchvision's import with a
+# message that names neither (e.g. "operator torchvision::nms does not exist"). Say what is wrong and how to fix it.
+try:
+    import torchvision  # noqa: F401
+except (ImportError, RuntimeError, OSError) as _err:
+    import torch
+
+    raise ImportError(
+        f"lightning_efficient needs torchvision built for the installed torch {torch.__version__}; importing "
+        f"torchvision failed ({type(_err).__name__}: {_err}). Install a matching pair in one command, both CPU or both "
+        "CUDA builds (torchvision 0.N pairs with torch 2.(N-15)), e.g. `pip install torch==2.14.1 torchvision==0.29.1`."
+    ) from _err
+
 # First, before anything imports Lightning: the imports below import both Lightning packages, and each re-points the
 # rank-zero logger they share; keep_lightning_logging leaves Lightning's logging as the user's imports set it.
 from lightning_efficient.quiet import keep_lightning_logging

@@ -1,5 +1,9 @@
 """`lightning-efficient doctor`."""
 
+import os
+import subprocess
+import sys
+
 import torch
 
 from lightning_efficient import recommended_precision
@@ -67,3 +71,19 @@ def test_doctor_report_is_public_and_is_what_the_command_prints(capsys):
     lines = [line.strip() for line in text.splitlines()[1:]]
     assert sum(line.startswith(("[x]", "[ ]", "[i]")) for line in lines) == len(diagnose())
     assert all(line.startswith(("[x]", "[ ]", "[i]", "->")) for line in lines)
+
+
+def test_a_torchvision_that_does_not_match_torch_stops_the_import_with_the_fix(tmp_path):
+    # A torchvision built for another torch fails inside its own import; this one fails as such a build does.
+    fake = tmp_path / "torchvision"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lightning_efficient", "doctor"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode != 0
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("ImportError: lightning_efficient needs torchvision built for the installed torch")
+    assert f"torch {torch.__version__}" in message and "torchvision::nms does not exist" in message
+    assert "pip install torch==" in message and "torchvision==" in message
