@@ -7,7 +7,8 @@ random init), 4 variants are measured, interleaved in one process:
 * ``bf16-mixed NCHW``, ``bf16-mixed ChannelsLast``
 
 where "ChannelsLast" means ``callbacks=[ChannelsLast()]`` (model weights converted in ``setup``, every batch
-converted on the device) and nothing else changes. Batch 32, 128 px, SGD with momentum, in-memory float data (a
+converted on the device) and nothing else changes. Batch 32, 64 and 128 px (``--size``: where the layout pays depends
+on the feature maps' size), SGD with momentum, in-memory float data (a
 ``TensorDataset``, so no decoding or augmentation is measured). Each measurement is one ``fit`` of ``--batches``
 batches; images/s counts the batches after the first ``--skip`` (warm-up: oneDNN primitive creation, allocator),
 timed from ``on_train_batch_end``, so the batch layout conversion is inside the timed interval.
@@ -16,7 +17,7 @@ timed from ``on_train_batch_end``, so the batch layout conversion is inside the 
 torch.channels_last)`` + channels_last inputs, same model, optimizer and data) to check the Trainer path against a
 measurement taken without it.
 
-    python -m benchmarks.channels_last                     # default matrix, est. 6-10 min on a quiet 2-core CPU
+    python -m benchmarks.channels_last                     # default matrix, est. 10-14 min on a quiet 2-core CPU
     python -m benchmarks.channels_last --quick             # smoke test: 1 round, 3 batches, 64 px
     python -m benchmarks.channels_last --models resnet50 --rounds 5 --batches 10 --plain
 
@@ -44,7 +45,6 @@ from benchmarks.harness import (
     Comparison,
     StepClock,
     comparison_table,
-    images_per_second,
     interleave,
     markdown_table,
     random_images,
@@ -128,17 +128,19 @@ def measure_plain(
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
-    ends = []
+    steps = []  # (seconds, images) per training step, the layout conversion of the batch included
     for i, (x, y) in enumerate(loader):
         if i == batches:
             break
+        started = time.perf_counter()
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         opt.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-        ends.append(time.perf_counter())
-    return images_per_second(ends, skip, batch_size)
+        steps.append((time.perf_counter() - started, len(x)))
+    timed = steps[skip:]
+    return sum(n for _, n in timed) / sum(s for s, _ in timed)
 
 
 def layout_ratios(comp: Comparison, precision: str) -> list[float]:
@@ -223,7 +225,8 @@ def render(results: dict[str, dict], args: argparse.Namespace) -> tuple[str, lis
     )
     body = (
         f'Training images/s through `pl.Trainer(accelerator="cpu", devices=1)`, batch {args.batch_size}, '
-        f"{args.size} px, in-memory float data, SGD with momentum, 10 classes, random init; {args.batches} batches per "
+        f"{' and '.join(map(str, args.size))} px, in-memory float data, SGD with momentum, 10 classes, random init; "
+        f"{args.batches} batches per "
         f"`fit` (first {args.skip} not timed), {args.rounds} interleaved round(s) after {args.warmup} warm-up "
         f'round(s); torch threads: {torch.get_num_threads()}. "ChannelsLast" = `callbacks=[ChannelsLast()]` '
         "(model and batches NHWC), nothing else changed. Ratios are medians of per-round ratios (variants of one "
@@ -249,20 +252,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--batches", type=int, default=7, help="batches per fit (default 7)")
     parser.add_argument("--skip", type=int, default=2, help="batches at the start of each fit not timed")
-    parser.add_argument("--size", type=int, default=128, help="image side in pixels")
+    parser.add_argument("--size", type=int, nargs="+", default=[64, 128], help="image sides in pixels, each measured")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--plain", action="store_true", help="also measure plain-PyTorch fp32 NCHW vs channels_last")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 round, 3 batches, 64 px, skip 1")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rounds, args.batches, args.size, args.skip, args.warmup = 1, 3, 64, 1, 0
+        args.rounds, args.batches, args.size, args.skip, args.warmup = 1, 3, [64], 1, 0
     if args.rounds < 1 or args.warmup < 0 or args.batches < args.skip + 2:
         parser.error("need --rounds >= 1, --warmup >= 0 and --batches >= --skip + 2")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*bf16.*")  # Lightning's notes about bf16 on CPU
-    data = random_images(args.batches * args.batch_size, args.size)
     start = time.perf_counter()
-    results = {arch: run_model(arch, args, data) for arch in args.models}
+    results = {}
+    for size in args.size:
+        data = random_images(args.batches * args.batch_size, size)
+        results.update({f"{arch}, {size} px": run_model(arch, args, data) for arch in args.models})
     body, findings = render(results, args)
     body += f"\nWall time of the whole run: {time.perf_counter() - start:.0f} s.\n"
     name = "channels_last_quick" if args.quick else "channels_last"
