@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from pytorch_lightning import Callback
 
@@ -14,6 +14,9 @@ from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
 from lightning_efficient.callbacks.progressive_resize import ProgressiveResize
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.precision import recommended_precision
+
+if TYPE_CHECKING:
+    from lightning_efficient.tune_result import TuneResult
 
 
 def check_trainer_kwargs(trainer_kwargs: Any, who: str, trainers: Sequence[Any] = ()) -> None:
@@ -40,7 +43,7 @@ def recipe(
     augmentation: Union[None, str, Any] = None,
     progressive_resize: Union[bool, Any] = False,
     callbacks: Sequence[Callback] = (),
-    tune: Any = None,
+    tune: Optional[TuneResult] = None,
     **trainer_kwargs: Any,
 ) -> dict[str, Any]:
     """Keyword arguments for ``Trainer(**recipe())``: precision and the callbacks of this package.
