@@ -305,3 +305,53 @@ def test_help_says_what_each_default_means(capsys):
     assert "0 = load in the main process" in text
     assert "default 0 = one per CPU core" not in text
     assert "default 112; scikit-learn's digits" in text and "written as PNGs of this size" in text
+
+
+class _FakeProcess:
+    """A training process that only records what the demo does to it."""
+
+    def __init__(self, **kwargs) -> None:
+        self.alive = self.terminated = False
+
+    def start(self) -> None:
+        self.alive = True
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def terminate(self) -> None:
+        self.terminated, self.alive = True, False
+
+    def join(self, timeout=None) -> None:
+        pass
+
+
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_an_interrupted_demo_stops_its_training_process(monkeypatch, interrupted):
+    from lightning_efficient.app import demo
+
+    procs: list[_FakeProcess] = []
+
+    class Queue:
+        def get(self, timeout):
+            if interrupted:
+                raise KeyboardInterrupt  # Ctrl-C while the training process runs
+            procs[-1].alive = False  # the run finished and sent its figures
+            return ("ok", {"wall_time_s": 1.0})
+
+    class Context:
+        def Queue(self):
+            return Queue()
+
+        def Process(self, **kwargs):
+            procs.append(_FakeProcess(**kwargs))
+            return procs[-1]
+
+    monkeypatch.setattr(demo.mp, "get_context", lambda method: Context())
+    cfg = demo.DemoConfig(data="unused")
+    if interrupted:
+        with pytest.raises(KeyboardInterrupt):
+            demo.run_in_subprocess("baseline", cfg, [], [])
+    else:
+        assert demo.run_in_subprocess("baseline", cfg, [], []) == {"wall_time_s": 1.0}
+    assert procs[0].terminated is interrupted and not procs[0].alive

@@ -400,13 +400,18 @@ def run_in_subprocess(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx:
     proc = ctx.Process(target=_child, args=(kind, cfg, train_idx, val_idx, queue), daemon=False)
     proc.start()
     result = None
-    while result is None:
-        try:
-            result = queue.get(timeout=1.0)
-        except Exception:  # noqa: BLE001 - queue.Empty: check the child is alive
-            if not proc.is_alive():
-                break
-    proc.join()
+    try:
+        while result is None:
+            try:
+                result = queue.get(timeout=1.0)
+            except Exception:  # noqa: BLE001 - queue.Empty: check the child is alive
+                if not proc.is_alive():
+                    break
+        proc.join()
+    finally:  # interrupted (Ctrl-C): the training process and its DataLoader workers do not outlive the demo
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=30)
     if result is None:
         raise RuntimeError(f"the {kind} run died (exit code {proc.exitcode}) without a result")
     if result[0] == "error":
