@@ -66,7 +66,13 @@ def diagnose() -> list[Check]:
             )
         )
     else:
-        out.append(Check("CUDA devices", None, "none visible: training runs on the CPU"))
+        detail = "none visible: training runs on the CPU"
+        if torch.version.cuda:  # works, but the CPU build is a much smaller install for a machine without a GPU
+            detail += (
+                f"; this torch is a CUDA {torch.version.cuda} build, which runs on the CPU too (the CPU build is a "
+                "much smaller install: pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu)"
+            )
+        out.append(Check("CUDA devices", None, detail))
     flags = cpu_flags()
     bf16_flags = sorted(f for f in ("amx_bf16", "amx_tile", "avx512_bf16") if f in flags)
     out.append(

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from lightning_efficient import recommended_precision
@@ -87,3 +88,12 @@ def test_a_torchvision_that_does_not_match_torch_stops_the_import_with_the_fix(t
     assert message.startswith("ImportError: lightning_efficient needs torchvision built for the installed torch")
     assert f"torch {torch.__version__}" in message and "torchvision::nms does not exist" in message
     assert "pip install torch==" in message and "torchvision==" in message
+
+
+@pytest.mark.parametrize("cuda_build", ["13.0", None])
+def test_a_cuda_build_of_torch_without_a_gpu_is_named_with_the_cpu_build(monkeypatch, cuda_build):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", cuda_build)
+    (devices,) = [c for c in diagnose() if c.practice == "CUDA devices"]
+    assert devices.ok is None and devices.detail.startswith("none visible: training runs on the CPU")
+    assert ("CUDA 13.0 build" in devices.detail and "whl/cpu" in devices.detail) == (cuda_build is not None)
