@@ -21,7 +21,10 @@ and mean training seconds per validation over the seeds) reaches it. Targets: <=
 with native bf16, with the efficient side's mean final top-1 at least the baseline's minus 1 point.
 
 The ablation (``--ablation-seeds``, default 2): the efficient side without one part at a time (the LR schedule,
-the augmentation implementation, the throughput settings, progressive resizing), with its spread.
+the augmentation implementation, the throughput settings, progressive resizing), with its spread; its runs go
+among the same seed's baseline and efficient runs (seed 0: baseline, efficient, each ablation; seed 1 the reverse),
+so that the machine's drift over the hour falls on every kind alike, and its images/s are also given over the full
+side's run of the same seed.
 
     python -m benchmarks.time_to_accuracy                    # defaults below; prints its settings first
     python -m benchmarks.time_to_accuracy --quick            # smoke test: tiny subset, writes *_quick.*
@@ -160,6 +163,10 @@ def render(
             "ratio_mean_curve": t,
             "final_top1_mean": statistics.mean(finals),
         }
+        full = {r["seed"]: r["images_per_s"] for r in side("efficient")}
+        same_seed = [r["images_per_s"] / full[r["seed"]] for r in sel if r["seed"] in full]
+        speed = math.exp(statistics.fmean(map(math.log, same_seed))) if same_seed else math.nan
+        summary["ablation"][part or "none"]["images_per_s_vs_full_same_seed"] = speed
         ablation.append(
             (
                 part or "(the full efficient side)",
@@ -168,6 +175,7 @@ def render(
                 f"{100 * (statistics.stdev(finals) if len(finals) > 1 else 0):.1f}",
                 "not reached" if math.isnan(t) else f"{t:.2f}x",
                 f"{statistics.mean(r['images_per_s'] for r in sel):.1f}",
+                "-" if math.isnan(speed) else f"{speed:.2f}x",
             )
         )
     body = "\n".join(
@@ -209,10 +217,18 @@ def render(
             [
                 "",
                 "Ablation: the efficient side without one part (time on the mean curve to the baseline's target, "
-                "over the baseline's):",
+                "over the baseline's; images/s also over the full side's run of the same seed, next to it in time):",
                 "",
                 markdown_table(
-                    ("without", "runs", "final top-1 (mean +- sd)", "time to target / baseline's", "images/s"), ablation
+                    (
+                        "without",
+                        "runs",
+                        "final top-1 (mean +- sd)",
+                        "time to target / baseline's",
+                        "images/s",
+                        "images/s / the full side's, same seed",
+                    ),
+                    ablation,
                 ),
             ]
             if len(ablation) > 1
@@ -258,7 +274,7 @@ def main() -> None:
             name,
         )
         curves_png(
-            runs,
+            [r for r in runs if r["kind"] in ("baseline", "efficient")],
             summary["target"],
             results_dir(args.quick) / f"{name}.png",
             f"ResNet-18, Imagenette, {view['size']} px, {view['epochs']} epochs",
@@ -310,26 +326,19 @@ def main() -> None:
     )
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for seed in range(args.seeds):
-        order = ("baseline", "efficient") if seed % 2 == 0 else ("efficient", "baseline")
-        for kind in order:
-            cfg.seed = seed
-            r = run_in_subprocess(kind, cfg, train_idx, val_idx)
-            r = {k: v for k, v in r.items() if k != "report"}
-            runs.append({"kind": kind, "seed": seed, **r})
+    # Every seed's runs back to back, the ablations among them, in reverse order on odd seeds: the machine's speed
+    # drifts over the hour (a run's images/s by up to ~1.3x), and every kind of run sees the same drift on average.
+    for seed in range(max(args.seeds, args.ablation_seeds)):
+        order = [("baseline", ""), ("efficient", "")] * (seed < args.seeds)
+        order += [("efficient", part) for part in ABLATIONS] * (seed < args.ablation_seeds)
+        for kind, part in order[:: 1 if seed % 2 == 0 else -1]:
+            cfg.seed, cfg.ablate = seed, part
+            r = {k: v for k, v in run_in_subprocess(kind, cfg, train_idx, val_idx).items() if k != "report"}
+            runs.append({"kind": f"efficient without {part}" if part else kind, "seed": seed, **r})
             print(
-                f"  seed {seed} {kind:9s}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
+                f"  seed {seed} {runs[-1]['kind']}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall, "
                 f"{r['images_per_s']:.1f} images/s; "
                 f"curve {[(round(t), round(100 * a, 1)) for t, a in r['top1_curve']]}",
-                flush=True,
-            )
-    for part in ABLATIONS if args.ablation_seeds else ():
-        for seed in range(args.ablation_seeds):
-            cfg.seed, cfg.ablate = seed, part
-            r = {k: v for k, v in run_in_subprocess("efficient", cfg, train_idx, val_idx).items() if k != "report"}
-            runs.append({"kind": f"efficient without {part}", "seed": seed, **r})
-            print(
-                f"  seed {seed} without {part}: final top-1 {r['val_top1']:.1%}, {r['wall_time_s']:.0f} s wall",
                 flush=True,
             )
     cfg.ablate = ""
