@@ -28,7 +28,7 @@ side's run of the same seed.
 
     python -m benchmarks.time_to_accuracy                    # defaults below; prints its settings first
     python -m benchmarks.time_to_accuracy --quick            # smoke test: tiny subset, writes *_quick.*
-    python -m benchmarks.time_to_accuracy --size 64 --epochs 5 --train-images 6000   # as run: 65 min with native bf16
+    python -m benchmarks.time_to_accuracy --size 64 --epochs 5 --train-images 6000   # as run: 70 min with native bf16
     python -m benchmarks.time_to_accuracy --from-json benchmarks/results/time_to_accuracy.json
                                             # re-render .md/.png from a finished run (text added by hand is lost)
 
@@ -326,8 +326,7 @@ def main() -> None:
     )
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
-    # Every seed's runs back to back, the ablations among them, in reverse order on odd seeds: the machine's speed
-    # drifts over the hour (a run's images/s by up to ~1.3x), and every kind of run sees the same drift on average.
+    # The order the module docstring gives (the ablation among the seeds, odd seeds reversed).
     for seed in range(max(args.seeds, args.ablation_seeds)):
         order = [("baseline", ""), ("efficient", "")] * (seed < args.seeds)
         order += [("efficient", part) for part in ABLATIONS] * (seed < args.ablation_seeds)
