@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import shutil
 import subprocess
 import sys
@@ -190,7 +191,7 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
         "--epochs",
         "1",
         "--workers",
-        "0",  # no worker processes to start (each imports torch): half the time of --workers 1
+        "1",  # the path a user runs: DataLoader workers inside the spawned training process
         "--no-progress",
         "--out",
         str(out),
@@ -220,6 +221,25 @@ def test_demo_end_to_end_on_real_images(tmp_path, hymenoptera):
     assert payload["results"]["efficient"]["tuning_s"] == tuned["tuning_s"] and "measured " in proc.stdout
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=420)  # the second run reuses the decision
     assert again.returncode == 0 and "reused the decision stored in " in again.stdout, again.stderr[-3000:]
+
+
+def test_the_runs_loader_workers_start_as_in_a_users_script(monkeypatch):
+    """Each side trains in a spawned process, which inherits "spawn" as its start method: its DataLoader workers
+    would import torch again inside the measured time. The run resets it to the platform's default."""
+    seen, sent = [], []
+
+    class Queue:
+        def put(self, item):
+            sent.append(item)
+
+    monkeypatch.setattr(demo, "run_one", lambda *args: seen.append(mp.get_start_method()) or {"wall_time_s": 1.0})
+    before = mp.get_start_method(allow_none=True)
+    mp.set_start_method("spawn", force=True)  # as in the process that run_in_subprocess starts
+    try:
+        demo._child("baseline", demo.DemoConfig(data="unused"), [], [], Queue())
+    finally:
+        mp.set_start_method(before, force=True)
+    assert seen == [mp.get_all_start_methods()[0]] and sent == [("ok", {"wall_time_s": 1.0})]
 
 
 # ------------------------------------------------------------------------------- fallback data and --help

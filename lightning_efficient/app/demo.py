@@ -384,6 +384,10 @@ def resolve_workers(workers: Optional[int]) -> int:
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
     from lightning_efficient.quiet import quiet_lightning
 
+    # A spawned process inherits "spawn" as its start method (multiprocessing.spawn.prepare), so its DataLoader
+    # workers would each start by importing torch and Lightning again (5-7 s per loader on a 2-core CPU, inside the
+    # measured time). The run starts them as a user's script does: with the platform's default method.
+    mp.set_start_method(None, force=True)
     try:
         with quiet_lightning():  # Lightning's tips and known-harmless warnings: not for the demo's table
             result = run_one(kind, cfg, train_idx, val_idx)
