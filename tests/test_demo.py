@@ -321,7 +321,7 @@ def test_help_says_what_each_default_means(capsys):
         main(["demo", "--help"])
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    assert "'auto' (default) = one per CPU core, less one" in text
+    assert "'auto' (default) = as suggest_loader_kwargs()" in text and "on the CPU: a quarter of the cores" in text
     assert "0 = load in the main process" in text
     assert "default 0 = one per CPU core" not in text
     assert "default 112; scikit-learn's digits" in text and "written as PNGs of this size" in text

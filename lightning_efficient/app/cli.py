@@ -32,7 +32,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _workers(text: str) -> Optional[int]:
-    """``--workers``: ``auto`` (None: one per CPU core, less one) or an integer >= 0 (0: load in the main process)."""
+    """``--workers``: ``auto`` (None: as suggest_loader_kwargs()) or an integer >= 0 (0: load in the main process)."""
     if text.strip().lower() == "auto":
         return None
     try:
@@ -86,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_workers,
         default=None,
         metavar="{auto,N}",
-        help="DataLoader worker processes per run: 'auto' (default) = one per CPU core, less one "
-        "for training; 0 = load in the main process, as DataLoader(num_workers=0)",
+        help="DataLoader worker processes per run: 'auto' (default) = as suggest_loader_kwargs() (training on a "
+        "GPU: one per CPU core, less one; on the CPU: a quarter of the cores, none up to 3); 0 = load in the main "
+        "process, as DataLoader(num_workers=0)",
     )
     demo.add_argument(
         "--lr", type=_positive(float), default=0.025, help="peak SGD learning rate at batch 32 (default 0.025)"

@@ -53,8 +53,8 @@ class DemoConfig:
             (112), also for the scikit-learn digits fallback (written as PNGs of this size).
         batch_size: images per batch.
         workers: DataLoader worker processes per run, as ``DataLoader(num_workers=...)`` (0: load in the main
-            process); ``None`` ("auto"): :func:`~lightning_efficient.suggest_loader_kwargs`'s choice (one per CPU
-            core, less one for the training process).
+            process); ``None`` ("auto"): :func:`~lightning_efficient.suggest_loader_kwargs`'s choice (training on
+            a GPU: one per CPU core, less one; on the CPU: a quarter of the cores, none up to 3).
         lr: peak learning rate of SGD (momentum 0.9, nesterov), reached after a 1-epoch linear warmup from
             0.1x, then cosine annealing to 0 at the end; stepped per epoch (baseline) or per step (efficient).
         seed: seed for the subset, the model initialisation, shuffling and augmentation.
@@ -373,11 +373,12 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
 
 def resolve_workers(workers: Optional[int]) -> int:
     """``workers`` (0 included: no worker processes), or for ``None`` ("auto") the DataLoader workers
-    :func:`suggest_loader_kwargs` recommends here (one per CPU core, less one)."""
+    :func:`suggest_loader_kwargs` recommends here (training on a GPU: one per CPU core, less one; on the CPU: a
+    quarter of the cores, none up to 3)."""
     from lightning_efficient.data.loader import suggest_loader_kwargs
 
     if workers is None:
-        return suggest_loader_kwargs(cuda=False).kwargs["num_workers"]
+        return suggest_loader_kwargs().kwargs["num_workers"]
     return workers
 
 

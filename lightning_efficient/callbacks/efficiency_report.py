@@ -314,9 +314,9 @@ class EfficiencyReport(Callback):
         dataset = _unwrap_dataset(loader.dataset) if loader is not None else None
         cores = available_cpus()
         processes = max(1, trainer.num_devices)
-        suggested = suggest_loader_kwargs(processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda").kwargs[
-            "num_workers"
-        ]
+        suggested = suggest_loader_kwargs(
+            processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda", cpu_training=accelerator == "cpu"
+        ).kwargs["num_workers"]
         observed: dict[str, Any] = dict(
             precision=str(trainer.precision),
             recommended_precision=recommended_precision(

@@ -256,6 +256,8 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     data_bound = bound == "data-bound"
     pct = f"{100 * data_wait_share:.0f}%" if not math.isnan(data_wait_share) else "?"
     workers = facts.suggested_workers if facts.suggested_workers is not None else facts.cpu_cores
+    if data_bound and facts.cpu_cores >= 2:
+        workers = max(workers, 1)  # waiting for data: one worker overlaps loading with the step, even on the CPU
     checks = []
 
     fixes = []

@@ -690,7 +690,18 @@ def test_suggest_loader_kwargs():
     assert set(s.reasons) == set(s.kwargs) and "16 cores" in str(s)
     one = suggest_loader_kwargs(cpus=1, cuda=False, uint8=False)
     assert one.kwargs == {"num_workers": 0, "pin_memory": False, "persistent_workers": False, "prefetch_factor": None}
-    assert suggest_loader_kwargs(cpus=64, max_workers=8).kwargs["num_workers"] == 8
+    assert suggest_loader_kwargs(cpus=64, max_workers=8, cuda=True).kwargs["num_workers"] == 8
+    # training on the CPU: its threads use every core, so a quarter go to workers (none up to 3 cores)
+    cpu = {n: suggest_loader_kwargs(cpus=n, cuda=False, cpu_training=True) for n in (1, 2, 3, 4, 16, 64)}
+    assert {n: s.kwargs["num_workers"] for n, s in cpu.items()} == {1: 0, 2: 0, 3: 0, 4: 1, 16: 4, 64: 16}
+    assert cpu[2].kwargs["persistent_workers"] is False and cpu[2].kwargs["prefetch_factor"] is None
+    assert "training on the CPU uses them all" in cpu[2].reasons["num_workers"]
+    assert suggest_loader_kwargs(cpus=16, processes_per_node=2, cpu_training=True).kwargs["num_workers"] == 2
+    capped = suggest_loader_kwargs(cpus=64, max_workers=8, cpu_training=True)
+    assert capped.kwargs["num_workers"] == 8 and "capped at max_workers=8" in capped.reasons["num_workers"]
+    assert "capped" not in suggest_loader_kwargs(cpus=32, max_workers=8, cpu_training=True).reasons["num_workers"]
+    # an accelerator (CUDA, or MPS with cuda=False): one core stays with the main process
+    assert suggest_loader_kwargs(cpus=2, cuda=False, cpu_training=False).kwargs["num_workers"] == 1
     # the suggestion is accepted by DataLoader as is
     DataLoader(list(range(4)), **suggest_loader_kwargs(cpus=1, cuda=False, uint8=False).kwargs)
     for bad in ({"cpus": 0}, {"processes_per_node": 0}, {"max_workers": -1}):

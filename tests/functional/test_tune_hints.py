@@ -114,3 +114,14 @@ def test_a_data_bound_run_with_workers_tune_measured_is_not_told_to_raise_them()
         and "tune() measured num_workers=1 at 0.97x" in tuned["DataLoader workers"].detail
     )
     assert "raise num_workers" not in tuned["input pipeline keeps up"].advice
+
+
+@pytest.mark.parametrize(
+    ("cores", "share", "ok", "advice"), [(2, 0.8, False, 1), (2, 0.02, True, 0), (1, 0.8, True, 0)]
+)
+def test_cpu_training_keeps_no_workers_unless_it_waits_for_data(cores, share, ok, advice):
+    # suggest_loader_kwargs() gives 0 workers for training on a 2-core CPU; a data-bound run still gets one worker
+    # (it overlaps loading with the step) where the process has 2 cores or more
+    facts = RunFacts(precision="32-true", num_workers=0, cpu_cores=cores, suggested_workers=0, **CPU)
+    check = {c.practice: c for c in checklist(facts, share)}["DataLoader workers"]
+    assert check.ok is ok and check.advice == f"DataLoader(num_workers={advice})"
