@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import random
 import time
 import warnings
+from functools import partial
 from typing import Any, Callable, Generator, Iterator, Optional, Sequence, TypeVar
 
 import numpy as np
@@ -35,8 +35,7 @@ FIT_ARGS = dict(enable_checkpointing=False, enable_progress_bar=False, enable_mo
 FIT_ARGS |= dict(limit_val_batches=0, num_sanity_val_steps=0)
 CONTROLLED = {*FIT_ARGS, *"precision callbacks logger min_epochs max_steps min_steps max_time profiler".split()}
 CONTROLLED |= {"limit_train_batches", "val_check_interval", "check_val_every_n_epoch", "fast_dev_run", "barebones"}
-UINT8_HINT = "\n  The batches look like uint8 images (e.g. FastImageFolder + uint8_collate): pass the callback that"
-UINT8_HINT += " turns them into floats to tune() as to your Trainer: callbacks=[GPUAugmentation(...)]."
+UINT8_HINT = "\n  uint8 images need the callback that makes them floats, in tune() too: callbacks=[GPUAugmentation()]."
 
 
 @contextlib.contextmanager
@@ -71,8 +70,7 @@ class SwitchingLoader:
     def __iter__(self) -> Iterator:
         iters: dict[int, Iterator] = {}
         for _ in range(len(self)):
-            key = self.side()
-            if key not in iters:  # once per loader: iter() starts its workers
+            if (key := self.side()) not in iters:  # once per loader: iter() starts its workers
                 iters[key] = iter(self.loaders[key])
             if (batch := next(iters[key], StopIteration)) is StopIteration:
                 return
@@ -110,8 +108,7 @@ class Probe(Callback):
             convert = layout.BatchToChannelsLast()
             stages["tune-layout"] = (lambda b, i: convert(b) if self.side.channels_last else b, "layout")
             self._layout(pl_module, [], self.side.channels_last)
-        for name, (fn, kind) in stages.items():
-            self._undo.append(functools.partial(add_stage(trainer, pl_module, name, fn, kind).remove, name))
+        self._undo += [partial(add_stage(trainer, pl_module, n, fn, k).remove, n) for n, (fn, k) in stages.items()]
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         # No LR schedulers (a val-metric monitor would fail), except in manual optimization: the user steps them.
@@ -281,16 +278,15 @@ class Trials:
 
     def _serve(self, windows: dict) -> Optional[list[Step]]:
         """Answer the request just measured from ``windows``; the next one's steps if it switches in place, or None."""
-        done, elapsed, per_batch = self.req, windows["elapsed"], windows["steps_per_batch"]
+        done, elapsed, steps = self.req, windows["elapsed"], windows["steps_per_batch"]  # optimizer steps per batch
         mine = {k[1]: w for k, w in windows.items() if isinstance(k, tuple) and k[0] == self.serial}
         if done.kind == "pair":
             new, old = (tuning.window_rate(mine[k], done.factor) for k in ("new", "old"))
-            answer: Pair | Window = Pair(new, old, elapsed)
+            self._reply(Pair(new, old, elapsed))
         else:
             seconds, waits, images = zip(*mine["base"], strict=True)
-            step_s, batch_size = sorted(seconds)[len(seconds) // 2], round(sum(images) / len(seconds))
-            answer = Window(step_s, sum(waits) / sum(seconds), batch_size, elapsed, self.planned(per_batch), per_batch)
-        self._reply(answer)
+            step_s, wait = sorted(seconds)[len(seconds) // 2], sum(waits) / sum(seconds)
+            self._reply(Window(step_s, wait, round(sum(images) / len(seconds)), elapsed, self.planned(steps), steps))
         side = done.new if done.kind == "baseline" or done.index % 2 == 0 else done.old
         return self.plan(self.req, side) if self.done is None and self.switchable(self.req) else None
 

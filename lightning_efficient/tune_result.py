@@ -23,7 +23,7 @@ from lightning_efficient.data.loader import with_num_workers
 from lightning_efficient.doctor import machine_info
 from lightning_efficient.functional.tuning import Candidate, Decision, Window, compile_submodules
 
-FORMAT, ENV = 3, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
+FORMAT, ENV = 4, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
 STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
 RECENT: list["TuneResult"] = []  #: this process's results, newest last (kept with cache=False too)
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  #: prepare_model() returns the model it was given
@@ -52,7 +52,6 @@ class TuneResult:
     machine: dict[str, Any] = field(default_factory=dict)
     arch: str = ""
     notes: list[str] = field(default_factory=list)
-
     precision = property(lambda self: self.chosen.precision, doc="The chosen Lightning precision string.")
     channels_last = property(lambda self: self.chosen.channels_last, doc="Whether to add ChannelsLast.")
     compile = property(lambda self: self.chosen.compile, doc="Whether prepare_model() compiles the model.")
@@ -106,8 +105,7 @@ class TuneResult:
         """The result :meth:`to_dict` wrote; raises KeyError, TypeError or ValueError if ``data`` is not such a dict."""
         kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         kw |= {k: kind(**data[k]) for k, kind in (("current", Candidate), ("chosen", Candidate), ("baseline", Window))}
-        kw["decisions"] = [Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]]
-        return cls(**kw)
+        return cls(**{**kw, "decisions": [Decision(**{**d, "ratios": tuple(d["ratios"])}) for d in data["decisions"]]})
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""

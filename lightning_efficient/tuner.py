@@ -177,8 +177,7 @@ def tune(
         raise ValueError("tune(): pass train_dataloaders or one datamodule, not both; tune() takes no validation data.")
     with same_state():  # the data hooks, the first sample and the fits may draw from the global RNGs
         loader = _training_loader(model, train_dataloaders, datamodule)
-        callbacks = trainer_kwargs.get("callbacks") or []
-        callbacks = callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]
+        callbacks = cbs if isinstance(cbs := trainer_kwargs.get("callbacks") or [], (list, tuple)) else [cbs]
         cl = any(isinstance(c, ChannelsLast) for c in callbacks)
         precision = str(trainer_kwargs.get("precision") or "32-true")
         options, defaults, notes = _options("cuda" if cuda else "cpu", precision, asked, loader)
@@ -187,8 +186,7 @@ def tune(
         notes += [f"not in the measuring fits: {', '.join(sorted(set(dropped)))} (see callbacks.roles)"] * bool(dropped)
         planned = _planned(trainer_kwargs, loader, planned_steps)
         store = Store(fingerprint(model, loader, kept, trainer_kwargs, [options, min_gain, repr(asked)]), cache)
-        result = store.load(planned, budget, max_seconds)
-        if result is not None:
+        if (result := store.load(planned, budget, max_seconds)) is not None:
             result.reused_from, result.tuning_s = str(store.path), time.perf_counter() - started
         else:
             trials = Trials(model, train_dataloaders, datamodule, loader, trainer_kwargs, package, kept)

@@ -288,10 +288,10 @@ def test_image_size_with_data_defaults_to_112(tmp_path, monkeypatch, args, size)
     cfg = demo.DemoConfig(data=parsed.data, image_size=parsed.image_size, batch_size=2)
 
     def stop(paths):
-        raise demo.DemoError("stop before training")
+        raise demo.UsageError("stop before training")
 
     monkeypatch.setattr(demo, "check_images", stop)
-    with pytest.raises(demo.DemoError, match="stop before training"):
+    with pytest.raises(demo.UsageError, match="stop before training"):
         demo.run_demo_with_fallback(cfg, None, reports=False)
     assert cfg.image_size == size
 

@@ -172,7 +172,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``lightning-efficient`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from lightning_efficient.app.demo import DemoConfig, DemoError, run_demo_with_fallback
+        from lightning_efficient.app.demo import DemoConfig, UsageError, run_demo_with_fallback
 
         cfg = DemoConfig(
             data=args.data or "",
@@ -190,14 +190,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
         try:
             run_demo_with_fallback(cfg, args.out, reports=not args.no_reports, plot=args.plot)
-        except DemoError as e:
+        except UsageError as e:
             print(f"lightning-efficient demo: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
             return 130
     elif args.command == "tune":
-        from lightning_efficient.app.tune_cli import TuneCliError, run
+        from lightning_efficient.app.demo import UsageError
+        from lightning_efficient.app.tune_cli import run
         from lightning_efficient.quiet import quiet_lightning
 
         try:
@@ -218,7 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     accelerator=args.accelerator,
                     **kw,
                 )
-        except TuneCliError as e:
+        except UsageError as e:
             print(f"lightning-efficient tune: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

@@ -37,8 +37,9 @@ DIGITS_IMAGE_SIZE = DEFAULT_IMAGE_SIZE
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
-class DemoError(Exception):
-    """A user mistake (bad ``--data``, unreadable image...): printed as one line, exit status 2."""
+class UsageError(Exception):
+    """A user mistake on the command line (``demo`` or ``tune``: a bad ``--data``, an unreadable image, an unknown
+    ``--model``...): printed as one line, exit status 2."""
 
 
 @dataclass
@@ -95,28 +96,28 @@ def check_data(root: str | os.PathLike) -> Path:
     """Check that ``root`` is an ImageFolder root with non-empty ``train/`` and ``val/``; returns it.
 
     Raises:
-        DemoError: naming the path and what to do.
+        UsageError: naming the path and what to do.
     """
     path = Path(root).expanduser()
     if not path.exists():
-        raise DemoError(f"{path}: no such folder; pass --data with an ImageFolder root holding train/ and val/.")
+        raise UsageError(f"{path}: no such folder; pass --data with an ImageFolder root holding train/ and val/.")
     if not path.is_dir():
-        raise DemoError(f"{path}: not a folder; pass --data with an ImageFolder root holding train/ and val/.")
+        raise UsageError(f"{path}: not a folder; pass --data with an ImageFolder root holding train/ and val/.")
     for split in ("train", "val"):
         s = path / split
         if not s.is_dir():
-            raise DemoError(f"{s}: missing; --data needs train/ and val/ folders, each with one folder per class.")
+            raise UsageError(f"{s}: missing; --data needs train/ and val/ folders, each with one folder per class.")
         classes = sorted(d for d in s.iterdir() if d.is_dir())
         if not classes:
-            raise DemoError(f"{s}: no class folders; put each class's images in {s}/<class name>/.")
+            raise UsageError(f"{s}: no class folders; put each class's images in {s}/<class name>/.")
         if not any(_image_files(c) for c in classes):
-            raise DemoError(
+            raise UsageError(
                 f"{s}: empty split, no image files ({', '.join(IMG_EXTENSIONS)}) in its class folders; add images."
             )
     train_classes = sorted(d.name for d in (path / "train").iterdir() if d.is_dir())
     val_classes = sorted(d.name for d in (path / "val").iterdir() if d.is_dir())
     if train_classes != val_classes:
-        raise DemoError(
+        raise UsageError(
             f"{path}: train/ and val/ have different class folders ({len(train_classes)} vs {len(val_classes)});"
             " give both splits the same class folders."
         )
@@ -124,7 +125,7 @@ def check_data(root: str | os.PathLike) -> Path:
 
 
 def check_images(paths: list[str]) -> None:
-    """Open and decode every image (at 1/8 scale for JPEG: cheap); raise a one-line DemoError on the first bad one."""
+    """Open and decode every image (at 1/8 scale for JPEG: cheap); raise a one-line UsageError on the first bad one."""
     from PIL import Image
 
     for p in paths:
@@ -133,18 +134,18 @@ def check_images(paths: list[str]) -> None:
                 img.draft("RGB", (max(1, img.width // 8), max(1, img.height // 8)))
                 img.load()
         except Exception as e:  # noqa: BLE001 - any failure to decode is the user's file
-            raise DemoError(f"{p}: unreadable image ({type(e).__name__}: {e}); delete or replace the file.") from None
+            raise UsageError(f"{p}: unreadable image ({type(e).__name__}: {e}); delete or replace the file.") from None
 
 
 # --------------------------------------------------------------------------------------------- fallback data
 def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
-    """:func:`lightning_efficient.data.digits_imagefolder`, with a missing scikit-learn as a one-line DemoError."""
+    """:func:`lightning_efficient.data.digits_imagefolder`, with a missing scikit-learn as a one-line UsageError."""
     try:
         return samples.digits_imagefolder(root, size)
     except ModuleNotFoundError as err:
         if err.name != "sklearn":
             raise
-        raise DemoError(
+        raise UsageError(
             "no --data given, and the fallback data set (digits) needs scikit-learn, which is missing: "
             '`pip install "lightning_efficient[demo]"` (or scikit-learn), '
             "or pass --data with an ImageFolder root holding train/ and val/."
@@ -261,7 +262,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
     size = cfg.image_size if cfg.image_size is not None else DEFAULT_IMAGE_SIZE
     resize = int(round(size * 256 / 224))
     if cfg.ablate not in ABLATIONS:
-        raise DemoError(f"ablate={cfg.ablate!r}: expected one of {', '.join(map(repr, ABLATIONS))}.")
+        raise UsageError(f"ablate={cfg.ablate!r}: expected one of {', '.join(map(repr, ABLATIONS))}.")
     if kind == "baseline" or cfg.ablate == "augmentation":
         normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
         train_set = datasets.ImageFolder(
@@ -509,7 +510,7 @@ def run_demo(
     wall-clock curves of both sides to that PNG file.
 
     Raises:
-        DemoError: bad data (missing folder, no class folders, empty split, unreadable image).
+        UsageError: bad data (missing folder, no class folders, empty split, unreadable image).
     """
     from torchvision.datasets import ImageFolder
 
@@ -522,7 +523,7 @@ def run_demo(
     train_idx = balanced_subset([t for _, t in train_samples], cfg.train_images, cfg.seed)
     val_idx = balanced_subset([t for _, t in val_samples], cfg.val_images, cfg.seed + 1)
     if len(train_idx) < cfg.batch_size:
-        raise DemoError(
+        raise UsageError(
             f"{root / 'train'}: {len(train_idx)} training images is less than one batch of {cfg.batch_size};"
             " add images or pass a smaller --batch-size."
         )
@@ -595,12 +596,12 @@ def run_demo_with_fallback(
     as ``cfg.image_size`` px PNGs (default :data:`DIGITS_IMAGE_SIZE`), and says so once they are written.
 
     Raises:
-        DemoError: as :func:`run_demo`, or (before anything is printed) scikit-learn is missing.
+        UsageError: as :func:`run_demo`, or (before anything is printed) scikit-learn is missing.
     """
     import importlib.util
 
     if plot and importlib.util.find_spec("matplotlib") is None:  # say so before training, not after
-        raise DemoError('--plot needs matplotlib: pip install "lightning_efficient[plot]" (or matplotlib).')
+        raise UsageError('--plot needs matplotlib: pip install "lightning_efficient[plot]" (or matplotlib).')
     if cfg.data:
         return run_demo(cfg, out, reports, plot)
     if cfg.image_size is None:

@@ -8,18 +8,14 @@ from pathlib import Path
 from typing import Any
 
 
-class TuneCliError(Exception):
-    """A user mistake (unknown model, bad ``--data``): printed as one line, exit status 2."""
-
-
 def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers=None, out=None, **tune_kwargs) -> Any:
     """Tune ``model_name`` (the demo's classifier); print the table and advice; write the JSON to ``out``. ``data``: an
     ImageFolder root (its ``train/`` if present) read by ``workers`` loader workers (default: suggest_loader_kwargs());
-    ``tune_kwargs`` go to tune(). Returns the TuneResult; TuneCliError: an unknown model, no ImageFolder at ``data``."""
+    ``tune_kwargs`` go to tune(). Returns the TuneResult; UsageError: an unknown model, no ImageFolder at ``data``."""
     from torch.utils.data import DataLoader
 
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, tune, uint8_collate
-    from lightning_efficient.app.demo import make_classifier, resolve_workers
+    from lightning_efficient.app.demo import UsageError, make_classifier, resolve_workers
     from lightning_efficient.data.samples import repeated_batch
 
     options: dict[str, Any] = dict(callbacks=[], devices=1, verbose=False, num_workers=False)  # synthetic input
@@ -29,16 +25,15 @@ def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers
         try:
             dataset = FastImageFolder(split, size=image_size, train=True)
         except (OSError, ValueError, RuntimeError) as err:
-            raise TuneCliError(f"--data {split}: not an ImageFolder root, one folder per class ({err}).") from None
-        workers = resolve_workers(workers)
-        kw = dict(num_workers=workers, persistent_workers=workers > 0, collate_fn=uint8_collate)
-        loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True, **kw)
-        augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)
+            raise UsageError(f"--data {split}: not an ImageFolder root, one folder per class ({err}).") from None
+        kw: dict[str, Any] = dict(num_workers=(w := resolve_workers(workers)), persistent_workers=w > 0)
+        loader = DataLoader(dataset, batch_size, shuffle=True, drop_last=True, collate_fn=uint8_collate, **kw)
+        augment = GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)  # uint8 to float, on device
         options.update(callbacks=[augment], num_workers=None)  # and measure the worker counts
     try:
         model = make_classifier(len(getattr(loader.dataset, "classes", range(10))), 0.01, 1, arch=model_name)
     except ValueError as err:
-        raise TuneCliError(f"--model {err}") from None
+        raise UsageError(f"--model {err}") from None
     print(f"tuning {model_name} at {image_size} px, batch {batch_size}, on {data or 'synthetic input'} ...")
     result = tune(model, loader, **options, **tune_kwargs)
     advice = f"Trainer(**recipe(precision={result.precision!r}, channels_last={result.channels_last}))"

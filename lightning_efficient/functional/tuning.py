@@ -10,14 +10,15 @@ the change and the setting it would replace, in the order A B B A A B ... Each p
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
 - else measured one more pair, up to ``max_pairs``; then **undecided**: the setting in use stays.
 
-The bounds are one-sided Student's t bounds on the log ratios at 95% *over all the looks* (Bonferroni: each of the
-``max_pairs - min_pairs + 1`` looks at ``1 - 0.05 / looks``), so that measuring until the rule decides keeps a change
-that gains nothing at most 5% of the time. A change the time budget cannot afford ``min_pairs`` pairs of is **not
-measured**: ``recipe()``'s default applies, and a later tune() with a longer planned run measures it; so too when the
-budget runs out before the rule decides, unless the pairs so far point away from the default (then: undecided). More
-DataLoader workers are ruled out without pairs when the data wait bounds their gain below ``1 + min_gain`` (Amdahl: they
-can at most remove the wait). Pairs beyond ``min_pairs`` never take the time the later factors' values need for
-their own ``min_pairs`` pairs. A compilation is charged to the planned run (amortised).
+A *disturbed* pair (a side under 1 / 1.5 of its fastest window relative to the other: disturbances only ever slow) is
+measured again (:func:`undisturbed`; not for workers). The bounds are one-sided Student's t bounds on the log ratios at
+95% *over all the looks* (Bonferroni: each of the ``max_pairs - min_pairs + 1`` looks at ``1 - 0.05 / looks``), so that
+measuring until the rule decides keeps a change that gains nothing at most 5% of the time. A change the time budget
+cannot afford ``min_pairs`` pairs of is **not measured**: ``recipe()``'s default applies, and a later tune() with a
+longer planned run measures it; so too when the budget runs out before the rule decides, unless the pairs so far point
+away from the default (then: undecided). More DataLoader workers are ruled out without pairs when the data wait bounds
+their gain below ``1 + min_gain`` (Amdahl: they can at most remove the wait). Pairs beyond ``min_pairs`` never take the
+time later factors need for their own ``min_pairs`` pairs. A compilation is amortised over the planned run.
 
 :func:`search` is a generator: it yields :class:`Request` objects and is sent :class:`Window` / :class:`Pair` answers
 (or thrown :class:`MeasurementError`): the tuner measures, this module decides. Units: images/s, seconds, batches.
@@ -56,15 +57,12 @@ class Candidate:
 def t_quantile(p: float, df: int) -> float:
     """Student's t quantile for ``0.5 <= p < 1``: with ``x = sqrt(df) tan(u)``, ``P(T <= x)`` is ``1/2 + c`` times
     the integral of ``cos(u)^(df - 1)`` from 0 to ``u``; Simpson's rule and bisection (accurate to ~1e-6)."""
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(math.pi)
-
-    def cdf(u: float, n: int = 64) -> float:
-        weights = (1 if i in (0, n) else 4 if i % 2 else 2 for i in range(n + 1))
-        return 0.5 + c * u / n / 3 * sum(w * math.cos(i * u / n) ** (df - 1) for i, w in enumerate(weights))
-
-    lo, hi = 0.0, math.pi / 2
+    c, n, lo, hi = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(math.pi), 64, 0.0, math.pi / 2
+    simpson = [1 if i in (0, n) else 4 if i % 2 else 2 for i in range(n + 1)]
     for _ in range(60):
-        lo, hi = ((lo + hi) / 2, hi) if cdf((lo + hi) / 2) < p else (lo, (lo + hi) / 2)
+        u = (lo + hi) / 2
+        below = 0.5 + c * u / n / 3 * sum(w * math.cos(i * u / n) ** (df - 1) for i, w in enumerate(simpson)) < p
+        lo, hi = (u, hi) if below else (lo, u)
     return math.sqrt(df) * math.tan(lo)
 
 
@@ -85,6 +83,17 @@ def judge(ratios: Sequence[float], min_gain=MIN_GAIN, min_pairs=MIN_PAIRS, max_p
     verdict = "kept" if gain > 1 + min_gain and lower > 1 else "ruled out" if upper < 1 + min_gain else "more"
     verdict = "more" if len(ratios) < min_pairs else verdict
     return "undecided" if verdict == "more" and len(ratios) >= max_pairs else verdict
+
+
+def undisturbed(rates: Sequence[tuple[float, float]], factor: str = "", limit: float = 1.5) -> list[int]:
+    """Indices of the pairs ``(new, old)`` (images/s) to judge for ``factor``: all for ``"num_workers"`` or while under
+    4 are *fast* (no side under ``1 / limit`` of its fastest window, relative to the other); else those within
+    ``limit`` times or 6 standard deviations of the fast pairs' mean log ratio. Symmetric; noisy pairs stay."""
+    best = math.log(max((n for n, _ in rates), default=1.0) / max((o for _, o in rates), default=1.0))
+    logs = [math.log(n / o) for n, o in rates]
+    fast = [x for x in logs if abs(x - best) <= math.log(limit)]
+    far = max(math.log(limit), 6 * statistics.stdev(fast)) if len(fast) >= 4 and factor != "num_workers" else math.inf
+    return [i for i, x in enumerate(logs) if abs(x - statistics.fmean(fast or [0.0])) <= far]
 
 
 def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> float:
@@ -202,21 +211,24 @@ def search(
             reserve = sum(need(f, v)[0] for f, v in later if v != getattr(current, f))
             if free or (left := budget_s - elapsed) < first:
                 why = free or f"over budget: {MIN_PAIRS} pairs take ~{first / SLACK:.1f} s, {max(left, 0):.1f} s left"
-                verdict = "ruled out" if free else "not measured"
-                decisions.append(Decision(factor, value, getattr(old, factor), verdict, reason=why))
+                decisions.append(
+                    Decision(factor, value, getattr(old, factor), "ruled out" if free else "not measured", (), why)
+                )
                 continue
-            ratios, verdict, why, costs = list[float](), "more", f"{MAX_PAIRS} pairs", list[float]()
+            ratios, verdict, why, costs, again = list[float](), "more", f"{MAX_PAIRS} pairs", list[float](), 0
+            rates = list[tuple[float, float]]()  # images/s of each pair's new and old windows
             while verdict == "more":
                 try:
-                    pair: Pair = yield Request("pair", new, old, factor, len(ratios))
+                    pair: Pair = yield Request("pair", new, old, factor, len(costs))
                 except MeasurementError as err:
                     verdict, why = "failed", str(err)
                     break
                 costs, elapsed = [*costs, max(pair.elapsed_s - elapsed, 0.0)], pair.elapsed_s
                 compile_s = max(pair.new_warmup_s - pair.old_warmup_s, 0.0) if factor == "compile" else math.nan
                 amortised = plan_s / (plan_s + compile_s) if math.isfinite(plan_s + compile_s) else 1.0
-                ratios.append(pair.new_rate * amortised / pair.old_rate)
-                verdict = judge(ratios, min_gain)
+                rates.append((pair.new_rate * amortised, pair.old_rate))
+                ratios = [rates[i][0] / rates[i][1] for i in undisturbed(rates, factor)]
+                verdict, again = judge(ratios, min_gain), len(rates) - len(ratios)
                 if verdict == "more" and elapsed + SLACK * max(costs) > budget_s - reserve * (len(ratios) >= MIN_PAIRS):
                     toward = factor in defaults and (bounds(ratios)[0] >= 1) == (defaults[factor] == value)
                     verdict, why = "not measured" if toward else "undecided", "the budget ran out"
@@ -224,6 +236,7 @@ def search(
             text = {"kept": "kept", "ruled out": f"no gain above {min_gain:.0%}", "failed": f"failed: {why}"}
             text["not measured"] = "over budget before the rule decided: recipe()'s default applies"
             reason = text.get(verdict, f"undecided after {why}; the setting in use stays")
+            reason += f" ({again} disturbed pair{'s' * (again > 1)} measured again)" * bool(ratios and again)
             decisions.append(replace(d, reason=f"{d.describe()}: {reason}" if ratios else reason))
             best = new if verdict == "kept" else best
         if factor in defaults and {d.verdict for d in decisions if d.factor == factor} == {"not measured"}:

@@ -28,6 +28,7 @@ from lightning_efficient.functional.tuning import (
     judge,
     search,
     t_quantile,
+    undisturbed,
     window_rate,
 )
 
@@ -158,8 +159,11 @@ class Driver:
         planned: Optional[int] = 10_000,
         baseline_s: float = 1.0,
         jitter: float = 0.0,
+        disturbed: float = 0.0,
+        seed: int = 0,
     ) -> None:
-        self.gain, self.pair_s, self.noise, self.rng, self.jitter = gain, pair_s, noise, random.Random(0), jitter
+        self.gain, self.pair_s, self.noise, self.rng, self.jitter = gain, pair_s, noise, random.Random(seed), jitter
+        self.disturbed = disturbed  # the chance that one window of a pair (either side) runs at half speed
         self.window = Window(step_s, data_wait, 32, baseline_s, planned)
         self.clock, self.requests = 0.0, []
 
@@ -186,14 +190,51 @@ class Driver:
                 if g is None:
                     req = gen.throw(MeasurementError("NotImplementedError: no bf16 kernel"))
                     continue
-                r = g * math.exp(self.rng.gauss(0, self.noise))
-                req = gen.send(Pair(100.0 * r, 100.0, self.clock))
+                noise = [math.exp(self.rng.gauss(0, self.noise / math.sqrt(2))) for _ in "no"]  # in both windows
+                if self.rng.random() < self.disturbed:
+                    noise[self.rng.random() < 0.5] /= 2
+                req = gen.send(Pair(100.0 * g * noise[0], 100.0 * noise[1], self.clock))
         except StopIteration as stop:
             return stop.value
 
 
 def faster(factor: str, value: Any, g: float) -> Callable[[Request], Optional[float]]:
     return lambda req: g if req.factor == factor and getattr(req.new, factor) == value else 1.0
+
+
+def _precision(gain: float, noise: float, disturbed: float, seed: int) -> Decision:
+    driver = Driver(faster("precision", "bf16-mixed", gain), noise=noise, disturbed=disturbed, seed=seed)
+    return driver.run(max_seconds=1e6, options={"precision": ["32-true", "bf16-mixed"]})[1][0]
+
+
+@pytest.mark.parametrize("noise", [0.1, 0.3])
+@pytest.mark.parametrize("disturbed", [0.0, 0.3])
+def test_with_disturbed_pairs_left_out_a_change_that_gains_nothing_is_kept_at_most_5_percent_of_the_time(
+    noise, disturbed
+):
+    assert [_precision(1.0, noise, disturbed, seed).verdict for seed in range(1000)].count("kept") <= 50
+
+
+def test_pairs_with_a_window_at_half_speed_are_measured_again():
+    # As measured once on an Intel Xeon: bf16-mixed ran at half its speed in 3 of its first 4 fits (ratios 0.99, 0.94,
+    # 1.84, 0.95, 1.93, 1.70, 1.66, 1.72), and was undecided after 8 pairs because every pair counted.
+    rates = [0.99, 0.94, 1.84, 0.95, 1.93, 1.70, 1.66, 1.72]
+    assert undisturbed([(r * 70, 70.0) for r in rates]) == [2, 4, 5, 6, 7]
+    assert undisturbed([(r * 70, 70.0) for r in rates[:6]]) == list(range(6))  # 3 fast pairs: all count
+    assert undisturbed([(r * 70, 70.0) for r in rates], "num_workers") == list(range(8))  # stalls are what they remove
+    # Simulated: a 1.8x gain, 5% noise, 3 in 10 pairs with one window (either side) at half speed.
+    decisions = [_precision(1.8, 0.05, 0.3, seed) for seed in range(300)]
+    assert [d.verdict for d in decisions].count("kept") >= 0.95 * 300  # 255 of 300 when every pair counted
+    again = [d for d in decisions if "disturbed pair" in d.reason]
+    assert len(again) > 100 and all(d.gain == pytest.approx(1.8, rel=0.1) for d in again if d.verdict == "kept")
+    assert all(len(d.ratios) <= MAX_PAIRS for d in decisions)
+
+
+@given(st.lists(st.tuples(st.floats(1.0, 1000.0), st.floats(1.0, 1000.0)), min_size=1, max_size=16), st.floats(0.1, 10))
+def test_leaving_out_disturbed_pairs_favours_neither_side_and_ignores_the_scale(pairs, c):
+    kept = undisturbed(pairs)
+    assert kept == undisturbed([(o, n) for n, o in pairs]) == undisturbed([(n * c, o) for n, o in pairs])
+    assert len(pairs) < 4 or len(kept) >= min(4, len(pairs) // 2) or len(kept) == len(pairs)
 
 
 def test_a_clear_gain_is_kept_a_clear_loss_ruled_out_and_the_choice_follows():
@@ -236,7 +277,9 @@ def test_the_fake_clock_never_passes_the_budget():
         _, decisions, _, budget_s = driver.run(max_seconds=20.0, budget=1.0)
         assert driver.clock <= budget_s + 1e-9, pair_s
         started = [d for d in decisions if d.ratios]
-        assert all(len(d.ratios) >= MIN_PAIRS or "budget ran out" in d.reason for d in started)
+        assert all(
+            len(d.ratios) >= MIN_PAIRS or "budget ran out" in d.reason or "disturbed" in d.reason for d in started
+        )
 
 
 def test_pairs_beyond_the_minimum_leave_the_later_factors_their_minimum():
