@@ -147,9 +147,8 @@ def main() -> None:
             gm = {c: statistics.median(v) for c, v in rates.items()}
             plain = Candidate("32-true", False, num_workers=loader.num_workers)
             recipe_c = Candidate(recommended_precision("cpu"), True, num_workers=loader.num_workers)
-            tuned = Candidate(
-                result.precision, result.channels_last, num_workers=result.num_workers or loader.num_workers
-            )
+            chosen_w = loader.num_workers if result.num_workers is None else result.num_workers  # 0 is a choice
+            tuned = Candidate(result.precision, result.channels_last, num_workers=chosen_w)
             best = max(gm, key=gm.get)
             vs_floor, vs_best = gm[tuned] / max(gm[plain], gm[recipe_c]), gm[tuned] / gm[best]
             _, lo, hi = bounds([a / b for a, b in zip(rates[tuned], rates[best], strict=True)], looks=1)
