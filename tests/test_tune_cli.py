@@ -71,11 +71,24 @@ def test_a_missing_data_folder_is_one_line(tmp_path, capsys):
     assert code == 2 and "not an ImageFolder root" in err and str(tmp_path / "nope") in err
 
 
-@pytest.mark.parametrize("bad", [["--batch-size", "0"], ["--max-seconds", "-1"], ["--budget", "0"]])
-def test_bad_numbers_are_usage_errors(capsys, bad):
+@pytest.mark.parametrize(
+    "bad,says",
+    [
+        (["--batch-size", "0"], "expected a positive"),
+        (["--max-seconds", "-1"], "expected a positive"),
+        (["--budget", "0"], "expected a positive"),
+        (["--budget", "2"], "share of the run in (0, 1]"),  # never clamped silently
+    ],
+)
+def test_bad_numbers_are_usage_errors(capsys, bad, says):
     with pytest.raises(SystemExit) as e:
         main(["tune", *bad])
-    assert e.value.code == 2 and "expected a positive" in capsys.readouterr().err
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_an_unknown_model_without_close_names_still_suggests_some(capsys):
+    code, _, err = _run(capsys, "--model", "nosuchnet", *TINY)
+    assert code == 2 and "did you mean e.g. resnet18" in err and "did you mean ?" not in err
 
 
 def test_help_names_the_factors_and_the_budget(capsys):

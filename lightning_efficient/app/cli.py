@@ -21,6 +21,13 @@ def _positive(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+def _share(text: str) -> float:
+    value = _positive(float)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the run in (0, 1], got {text!r} (--max-seconds caps it)")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -155,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="epochs of your planned run (the budget is a share of it; default: no planned length)",
     )
     tune.add_argument(
-        "--budget", type=_positive(float), default=0.05, help="share of the planned run tuning may spend (default 0.05)"
+        "--budget", type=_share, default=0.05, help="share of the planned run tuning may spend (default 0.05)"
     )
     tune.add_argument("--max-seconds", type=_positive(float), default=60.0, help="the budget's cap (default 60 s)")
     tune.add_argument("--no-cache", action="store_true", help="measure again; neither reuse nor store a decision")
@@ -213,7 +220,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     out=args.out,
                     precisions=args.precisions,
                     compile=args.compile,
-                    budget=min(args.budget, 1.0),
+                    budget=args.budget,
                     max_seconds=args.max_seconds,
                     cache=not args.no_cache,
                     accelerator=args.accelerator,

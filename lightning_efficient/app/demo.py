@@ -170,7 +170,7 @@ def make_classifier(num_classes: int, lr: float, epochs: int, arch: str = "resne
 
     names = torchvision.models.list_models(module=torchvision.models)
     if arch not in names:
-        close = ", ".join(difflib.get_close_matches(arch, names, n=3))
+        close = ", ".join(difflib.get_close_matches(arch, names, n=3)) or "e.g. resnet18, resnet50, mobilenet_v3_large"
         raise ValueError(f"{arch!r} is not a torchvision classification model (did you mean {close}?).")
 
     class ImageClassifier(pl.LightningModule):
@@ -541,8 +541,8 @@ def run_demo(
     kind = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     print(
         f"\nResNet-18 on {root} ({len(train_idx)} train / {len(val_idx)} val images, {cfg.image_size} px, "
-        f"batch {cfg.batch_size}, {cfg.epochs} epochs, {cfg.workers} DataLoader worker{'s' * (cfg.workers != 1)}, "
-        f"seed {cfg.seed}; "
+        f"batch {cfg.batch_size}, {cfg.epochs} epoch{'s' * (cfg.epochs != 1)}, "
+        f"{cfg.workers} DataLoader worker{'s' * (cfg.workers != 1)}, seed {cfg.seed}; "
         f"CPU: {os.cpu_count()} cores, {kind}):\n"
     )
     add_time_to_target(results)
@@ -552,8 +552,8 @@ def run_demo(
         how = (
             f"reused the decision stored in {tuned['reused_from']}"
             if tuned["reused_from"]
-            else f"measured {', '.join(tuned['measured']) or 'nothing'}; decided by recipe()'s defaults (over its "
-            f"{tuned['budget_s']:.0f} s budget): {', '.join(tuned['by_rule']) or 'nothing'}"
+            else f"measured {', '.join(tuned['measured']) or 'nothing'}; decided by recipe()'s defaults (its "
+            f"{tuned['budget_s']:.0f} s budget affords no 3 pairs of them): {', '.join(tuned['by_rule']) or 'nothing'}"
         )
         print(
             f"\nefficient side: tune() took {tuned['tuning_s']:.1f} s (inside its wall time), {how}; chose "
