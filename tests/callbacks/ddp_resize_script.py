@@ -46,3 +46,6 @@ if __name__ == "__main__":
     )
     trainer.fit(model, DataLoader(data, batch_size=2))
     (Path(sys.argv[1]) / f"rank{trainer.global_rank}.json").write_text(json.dumps(model.sides))
+    # As in ddp_tune_script.py: tear the gloo group down before the interpreter exits (else its threads may abort it).
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
