@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import destroy_process_group_at_exit
 
 from lightning_efficient import tune
 
@@ -39,6 +40,7 @@ def _rank() -> int:
 
 
 if __name__ == "__main__":
+    destroy_process_group_at_exit()
     out = Path(sys.argv[1])
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 3, 8, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
@@ -74,7 +76,3 @@ if __name__ == "__main__":
             }
         )
     )
-    # Tear the gloo group down before the interpreter exits: left to exit, its threads may abort the process
-    # ("terminate called without an active exception").
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import torch
 from pytorch_lightning import callbacks as plc
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
-from trainer_helpers import TRAINER_KW
+from trainer_helpers import TRAINER_KW, ddp_script_env
 
 import lightning_efficient as le
 from lightning_efficient import tune_probe, tune_result
@@ -713,7 +712,7 @@ def test_the_cli_advice_is_matched_by_architecture_under_another_attribute_name(
 def test_ddp_ranks_choose_alike_and_only_rank_zero_writes_the_cache(tmp_path):
     """2 CPU processes (gloo, strategy="ddp", in a subprocess): every rank gets rank 0's decisions."""
     script = Path(__file__).with_name("ddp_tune_script.py")
-    env = dict(os.environ, PYTHONWARNINGS="ignore", LIGHTNING_EFFICIENT_CACHE=str(tmp_path / "cache"))
+    env = ddp_script_env(LIGHTNING_EFFICIENT_CACHE=str(tmp_path / "cache"))
     for run_number in (1, 2):
         for old in tmp_path.glob("rank*.json"):
             old.unlink()

@@ -1,6 +1,13 @@
-"""Shared Trainer settings for the tests: one CPU process, nothing written, no progress output."""
+"""Shared Trainer settings for the tests: one CPU process, nothing written, no progress output; DDP clean-up."""
 
 from __future__ import annotations
+
+import atexit
+import os
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
 
 #: ``pl.Trainer(**TRAINER_KW, ...)``: CPU, one device, no logger, checkpoints, progress bar or model summary.
 TRAINER_KW = dict(
@@ -11,3 +18,33 @@ TRAINER_KW = dict(
     enable_progress_bar=False,
     enable_model_summary=False,
 )
+
+
+def _destroy_process_group() -> None:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def destroy_process_group_at_exit() -> None:
+    """Destroy the default process group at interpreter exit, while the interpreter is still whole.
+
+    Lightning's DDP strategies never destroy the group; left to interpreter finalization, Gloo's worker threads can
+    abort the process after training has finished ("terminate called without an active exception", SIGABRT; see
+    pytorch/pytorch#179291 and #190489). Call it once per DDP process; calling it again changes nothing.
+    """
+    atexit.unregister(_destroy_process_group)
+    atexit.register(_destroy_process_group)
+
+
+class DestroyProcessGroupAtExit(pl.Callback):
+    """``destroy_process_group_at_exit()`` in every process of a fit: for ``ddp_spawn``, whose processes run no test
+    code of their own."""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        destroy_process_group_at_exit()
+
+
+def ddp_script_env(**extra: str) -> dict[str, str]:
+    """The environment for a DDP script run in a subprocess: warnings off, and ``tests/`` importable (this module)."""
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=path, **extra)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.functional.layout import is_channels_last
@@ -94,4 +95,5 @@ def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    destroy_process_group_at_exit()
     main(Path(sys.argv[1]))

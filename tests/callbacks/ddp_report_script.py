@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import destroy_process_group_at_exit
 
 from lightning_efficient import EfficiencyReport
 
@@ -37,6 +38,7 @@ class TinyNet(pl.LightningModule):
 
 
 if __name__ == "__main__":
+    destroy_process_group_at_exit()
     out = Path(sys.argv[1])
     report = EfficiencyReport(skip_first=1)
     trainer = pl.Trainer(

@@ -12,6 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import destroy_process_group_at_exit
 
 from lightning_efficient import ProgressiveResize
 
@@ -31,6 +32,7 @@ class Net(pl.LightningModule):
 
 
 if __name__ == "__main__":
+    destroy_process_group_at_exit()
     model = Net()
     data = TensorDataset(torch.rand(8, 3, 32, 32), torch.zeros(8))
     trainer = pl.Trainer(
@@ -46,6 +48,3 @@ if __name__ == "__main__":
     )
     trainer.fit(model, DataLoader(data, batch_size=2))
     (Path(sys.argv[1]) / f"rank{trainer.global_rank}.json").write_text(json.dumps(model.sides))
-    # As in ddp_tune_script.py: tear the gloo group down before the interpreter exits (else its threads may abort it).
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 
@@ -49,6 +50,7 @@ class Save(pl.Callback):
 
 
 if __name__ == "__main__":
+    destroy_process_group_at_exit()
     torch.set_num_threads(1)
     trainer = pl.Trainer(
         accelerator="cpu",

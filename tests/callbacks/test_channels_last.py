@@ -17,7 +17,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from trainer_helpers import TRAINER_KW
+from trainer_helpers import TRAINER_KW, ddp_script_env
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast, ChannelsLastReport
 from lightning_efficient.functional.layout import is_channels_last
@@ -352,7 +352,7 @@ def test_torch_compile_predict_matches_eager():
 def test_ddp_two_processes(tmp_path):
     """DDP, 2 CPU processes, gloo (script: tests/callbacks/ddp_channels_last_script.py)."""
     script = Path(__file__).with_name("ddp_channels_last_script.py")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env = ddp_script_env()
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=240, env=env
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
+from trainer_helpers import ddp_script_env
 
 import lightning_efficient as le
 from lightning_efficient.functional.efficiency import RunFacts, StepTimer, checklist, verdict
@@ -291,7 +291,7 @@ def test_an_lr_left_per_epoch_by_stepwise_lr_is_explained_not_advised_again():
 def test_ddp_two_processes_print_one_report(tmp_path):
     """DDP (2 CPU processes, gloo, strategy="ddp" in a subprocess): figures gathered, report printed once."""
     script = Path(__file__).with_name("ddp_report_script.py")
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env = ddp_script_env()
     result = subprocess.run(
         [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=240, env=env
     )

@@ -11,6 +11,7 @@ import torch
 from pytorch_lightning.loggers import CSVLogger, Logger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from trainer_helpers import DestroyProcessGroupAtExit
 
 from lightning_efficient.callbacks.gpu_augmentation import (
     IMAGENET_MEAN,
@@ -430,6 +431,7 @@ def test_ddp_ranks_draw_different_augmentations(tmp_path):
     trainer = _trainer(
         GPUAugmentation("trivial_augment"), devices=2, strategy="ddp_spawn", num_sanity_val_steps=0, limit_val_batches=0
     )
+    trainer.callbacks.append(DestroyProcessGroupAtExit())
     trainer.fit(model)
     r0 = torch.load(tmp_path / "rank0_step0.pt")
     r1 = torch.load(tmp_path / "rank1_step0.pt")

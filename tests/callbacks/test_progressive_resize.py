@@ -5,7 +5,6 @@ ranks, and the shapes a compiled model sees. Nothing is timed."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import warnings
@@ -17,7 +16,7 @@ import torch
 from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import TRAINER_KW
+from trainer_helpers import TRAINER_KW, ddp_script_env
 
 import lightning_efficient as le
 from lightning_efficient.functional.resize import ResizeSchedule
@@ -220,7 +219,7 @@ def test_every_ddp_rank_trains_at_the_same_size(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
-        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        env=ddp_script_env(),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
-from trainer_helpers import TRAINER_KW
+from trainer_helpers import TRAINER_KW, ddp_script_env
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.functional import schedules as F
@@ -455,7 +454,7 @@ def test_bad_arguments():
 def test_ddp_two_cpu_processes_identical_lrs(tmp_path):
     """DDP (2 CPU processes, gloo): every rank uses the same LR at every step, S computed per rank."""
     script = Path(__file__).with_name("ddp_stepwise_script.py")
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env = ddp_script_env()
     result = subprocess.run(
         [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=240, env=env
     )

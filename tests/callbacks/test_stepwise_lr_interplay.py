@@ -22,6 +22,7 @@ from test_stepwise_lr import Net, assert_lrs, cosine3, expected, fit, trainer_kw
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import DestroyProcessGroupAtExit
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 
@@ -213,7 +214,9 @@ def test_trainer_with_the_callback_pickles_after_fit():
 @pytest.mark.ddp
 def test_ddp_spawn_pickles_the_callback():
     model = Net(cosine3, num_batches=3)
-    trainer = pl.Trainer(callbacks=[StepwiseLR()], **trainer_kwargs(max_epochs=2, strategy="ddp_spawn"))
+    trainer = pl.Trainer(
+        callbacks=[StepwiseLR(), DestroyProcessGroupAtExit()], **trainer_kwargs(max_epochs=2, strategy="ddp_spawn")
+    )
     trainer.fit(model)  # the spawned process got the callback by pickle
     assert trainer.state.finished
 

@@ -14,7 +14,6 @@ The DDP case runs this file as a script (``python test_stepwise_lr_short_epochs.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import warnings
@@ -28,6 +27,7 @@ from pytorch_lightning.demos.boring_classes import BoringModel
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
+from trainer_helpers import ddp_script_env, destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.functional import schedules as F
@@ -423,6 +423,7 @@ class Sharded(Short):
 
 
 def _ddp_main(out: Path) -> None:
+    destroy_process_group_at_exit()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     result = {}
@@ -449,10 +450,7 @@ def _ddp_main(out: Path) -> None:
 @pytest.mark.ddp
 def test_ddp_use_distributed_sampler_false_with_a_sharding_sampler(tmp_path):
     """2 CPU processes: each runs 5 of the 10 batches its sampler reports (and then also -1 at batch 3)."""
-    tests = Path(__file__).resolve().parents[1]
-    env = dict(
-        os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])
-    )
+    env = ddp_script_env()
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), str(tmp_path)],
         capture_output=True,
