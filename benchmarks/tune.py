@@ -10,7 +10,10 @@ For each model, with a 90-epoch plan of 100 batches per epoch (9,000 training ba
    one untimed round to warm caches and the allocator, then ``--rounds`` rounds; each fit ``--warmup`` untimed steps
    then ``--steps`` timed ones (images/s from the package's step timeline); a configuration's images/s is the median
    over rounds (robust to a round disturbed by the machine). It shares no code with tune()'s measurement (no probe,
-   no in-place switching);
+   no in-place switching). 20 timed steps, because a fit's start-up leaks into its first steps unevenly: on an Intel
+   Xeon with AMX (native bf16), the demo's model with bf16-mixed and channels_last, 3 rounds of all 8 configurations,
+   0 against 1 worker measured 1.066x with 5 timed steps and 1.038x with 20 (tune()'s pairs inside one fit: 1.02-1.04x);
+   a 90-epoch run sees the steady state;
 3. the verdicts: the tuned configuration's images/s (referee) over the faster of plain ``32-true`` NCHW and
    ``recipe()``'s settings (target >= 0.97x), and over the referee's best (target: within 5% by the point
    estimate, or not distinguishable within the referee's spread: the one-sided 95% bound of the per-round
@@ -20,7 +23,7 @@ Also ResNet-18 with no planned length (budget: 60 s). Models (batch 32, SGD with
 ResNet-50 and MobileNetV3-Large at 128 px on in-memory random images, and the demo's model (ResNet-18 at 112 px on
 scikit-learn's digits as PNGs, ``FastImageFolder`` uint8 batches in 1 worker, TrivialAugment on the device).
 
-    python -m benchmarks.tune            # about 50 min on a quiet 2-core CPU
+    python -m benchmarks.tune            # about 50 min on a quiet 2-core CPU with native bf16
     python -m benchmarks.tune --quick    # a smoke test: tiny sizes; writes outside the results folder
 
 Writes ``benchmarks/results/tune.md`` and ``.json``, and appends its figures to ``benchmarks/results/history.csv``.
@@ -118,7 +121,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
