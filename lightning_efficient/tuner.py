@@ -47,7 +47,7 @@ def _check(asked: dict[str, Any], numbers: dict[str, Any], kwargs: dict[str, Any
         example = [workers] if isinstance(workers, int) else [0, 1]
         fix = f"e.g. num_workers={example}, False to keep the loader's, or None for the defaults"
         raise TypeError(f"tune(num_workers={workers!r}): expected a list of counts >= 0, {fix}.")
-    ranges = {"budget": (0.0, 1.0, "a number in (0, 1]"), "max_seconds": (0.0, 1e12, "a number of seconds > 0")}
+    ranges = {"budget": (0.0, 1.0, "a fraction in (0, 1], e.g. 0.05"), "max_seconds": (0.0, 1e12, "seconds > 0")}
     ranges |= {"min_gain": (-1e-12, 1.0, "a number in [0, 1)"), "planned_steps": (0.0, 1e12, "an int >= 1")}
     for name, value in numbers.items():
         lo, hi, text = ranges[name]
