@@ -77,7 +77,7 @@ def test_a_missing_data_folder_is_one_line(tmp_path, capsys):
         (["--batch-size", "0"], "expected a positive"),
         (["--max-seconds", "-1"], "expected a positive"),
         (["--budget", "0"], "expected a positive"),
-        (["--budget", "2"], "share of the run in (0, 1]"),  # never clamped silently
+        (["--budget", "2"], "expected a fraction in (0, 1], e.g. 0.05"),  # never clamped silently
     ],
 )
 def test_bad_numbers_are_usage_errors(capsys, bad, says):

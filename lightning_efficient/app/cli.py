@@ -24,7 +24,9 @@ def _positive(kind: type) -> Callable[[str], Any]:
 def _share(text: str) -> float:
     value = _positive(float)(text)
     if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a share of the run in (0, 1], got {text!r} (--max-seconds caps it)")
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction in (0, 1], e.g. 0.05, got {text!r} (--max-seconds caps it)"
+        )
     return value
 
 
