@@ -3,7 +3,8 @@
 The two sides are exactly the demo's (``lightning_efficient.app.demo``), each run in its own process:
 
 * *baseline*: plain Lightning, ``32-true``, NCHW, LR schedule stepped per epoch, torchvision
-  ``RandomResizedCrop`` + ``TrivialAugmentWide`` + ``ToTensor`` per image in DataLoader workers;
+  ``RandomResizedCrop`` + ``TrivialAugmentWide`` + ``ToTensor`` per image in a DataLoader worker (``--workers``,
+  default 1, both sides; tune() may change the efficient side's);
 * *efficient*: ``recipe()`` as ``tune()`` chooses it on this machine (tuning time counted; an empty cache per
   benchmark, so the first efficient run measures and the later ones reuse its decision), ``StepwiseLR``,
   ``FastImageFolder`` uint8 batches, TrivialAugment per sample on the device, and ``ProgressiveResize`` with its
@@ -248,7 +249,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.05, help="peak SGD LR at --batch-size (default 0.05)")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: auto)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="DataLoader workers, both sides (default 1: the baseline augments per image on the CPU, in a worker as "
+        "plain Lightning advises; -1: suggest_loader_kwargs's choice)",
+    )
     parser.add_argument("--val-every", type=float, default=0.5, help="validate every this share of an epoch")
     parser.add_argument("--no-progressive-resize", action="store_true", help="efficient side without it")
     parser.add_argument("--ablation-seeds", type=int, default=2, help="seeds per ablated part (0: no ablation)")
@@ -313,7 +320,7 @@ def main() -> None:
         val_images=args.val_images,
         image_size=args.size,
         batch_size=args.batch_size,
-        workers=resolve_workers(args.workers),
+        workers=resolve_workers(None if args.workers < 0 else args.workers),
         lr=args.lr,
         progress=False,
         val_every=args.val_every,
