@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from pytorch_lightning import Callback
 
@@ -19,18 +19,24 @@ if TYPE_CHECKING:
     from lightning_efficient.tune_result import TuneResult
 
 
-def check_trainer_kwargs(trainer_kwargs: Any, who: str, trainers: Sequence[Any] = ()) -> None:
+def check_trainer_kwargs(
+    trainer_kwargs: Any, who: str, trainers: Sequence[Any] = (), own: Optional[Callable[..., Any]] = None
+) -> None:
     """Raise ``TypeError`` naming every key of ``trainer_kwargs`` that no ``Trainer`` in ``trainers`` (default:
-    those of the installed Lightning packages) takes, each with the closest valid name where one is close."""
+    those of the installed Lightning packages) takes, each with the closest valid name where one is close; ``own``:
+    the function the keywords were passed to, whose own parameters are also offered as close names."""
     classes = trainers or [package.Trainer for package in LIGHTNING_PACKAGES]
     valid = {name for cls in classes for name in inspect.signature(cls.__init__).parameters} - {"self"}
     unknown = sorted(set(trainer_kwargs) - valid)
     if unknown:
         import difflib
 
-        hints = {u: difflib.get_close_matches(u, sorted(valid), n=1) for u in unknown}
+        names = sorted(valid | set(inspect.signature(own).parameters if own else ()))
+        hints = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
         text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
-        raise TypeError(f"{who}: Trainer takes no argument {text}.")
+        raise TypeError(
+            f"{who}: " + (f"neither {who} nor Trainer takes" if own else "Trainer takes no") + f" argument {text}."
+        )
 
 
 def recipe(
@@ -89,7 +95,7 @@ def recipe(
         trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
         trainer = pl.Trainer(max_epochs=10, **recipe(tune=tune(model, loader, max_epochs=10)))
     """
-    check_trainer_kwargs(trainer_kwargs, "recipe()")
+    check_trainer_kwargs(trainer_kwargs, "recipe()", own=recipe)
     if tune is not None:
         if not all(hasattr(tune, a) for a in ("recipe_kwargs", "chosen")):
             raise TypeError(

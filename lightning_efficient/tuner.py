@@ -165,7 +165,7 @@ def tune(
     started = time.perf_counter()
     if (package := next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)) is None:
         raise TypeError(f"tune(): model must be a LightningModule, got {type(model).__name__}.")
-    check_trainer_kwargs(trainer_kwargs, "tune()", [package.Trainer])
+    check_trainer_kwargs(trainer_kwargs, "tune()", [package.Trainer], own=tune)
     asked = {"precisions": precisions, "channels_last": channels_last, "compile": compile, "num_workers": num_workers}
     numbers = {"budget": budget, "max_seconds": max_seconds, "min_gain": min_gain, "planned_steps": planned_steps}
     accelerator = str(trainer_kwargs.get("accelerator", "auto"))

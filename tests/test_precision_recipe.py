@@ -115,6 +115,8 @@ def test_callbacks_not_in_a_list_name_the_fix():
 def test_recipe_rejects_unknown_trainer_arguments():
     with pytest.raises(TypeError, match="did you mean 'max_epochs'"):
         le.recipe(max_epoch=3)
+    with pytest.raises(TypeError, match=r"neither recipe\(\) nor Trainer takes argument .*did you mean 'progressive_r"):
+        le.recipe(progresive_resize=True)
 
 
 def test_recipe_builds_a_trainer():

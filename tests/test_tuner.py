@@ -440,6 +440,7 @@ def test_over_budget_the_precision_is_recipes_on_either_kind_of_cpu():
     [
         (dict(datamodule="both"), ValueError, "not both"),
         (dict(max_epoch=3), TypeError, "did you mean 'max_epochs'"),
+        (dict(train_dataloader=None), TypeError, r"neither tune\(\) nor Trainer .*'train_dataloaders'"),
         (dict(precisions=["fp16"]), ValueError, "precision 'fp16' is not one Lightning accepts; use one of '32-true'"),
         (dict(precisions="bf16-mixed"), TypeError, r"expected a list, e.g. precisions=\['bf16-mixed'\]"),
         (dict(precision="half"), ValueError, "precision 'half' is not one"),
