@@ -3,8 +3,11 @@
 **The rule** (written here only; the README, :func:`~lightning_efficient.tune` and the CLI link to it). A change of one
 factor (:data:`FACTORS`, in that order: precision, on which the others' gains depend; then DataLoader workers, whose
 ``recipe()`` default is least sure and which are often ruled out for free) is measured in *pairs* of adjacent windows,
-the change and the setting it would replace, in the order A B B A A B ... Each pair gives a ratio of images/s
-(:func:`window_rate`), new / old. After ``min_pairs`` pairs, and after every further pair, the change is
+the change and the setting it would replace, in the order A B B A A B ..., with the factors before it as decided and
+those after it at ``recipe()``'s defaults (where tune() measures them): the settings the run will likely train with
+(on a CPU, bf16's gain depends on the layout: at 64 px a ResNet-18 gained nothing from bf16 in NCHW and ~1.1x in
+channels_last, measured). Each pair gives a ratio of images/s (:func:`window_rate`), new / old. After ``min_pairs``
+pairs, and after every further pair, the change is
 
 - **kept** when the geometric mean of the ratios exceeds ``1 + min_gain`` and its lower confidence bound exceeds 1;
 - **ruled out** when the upper confidence bound is below ``1 + min_gain``;
@@ -196,17 +199,23 @@ def search(
     budget_s = min(max_seconds, budget * plan_s) if base.planned_batches else max_seconds
     elapsed, best, decisions = base.elapsed_s, current, list[Decision]()
 
+    def at(cand: Candidate, factor: str) -> Candidate:  # the factors measured after `factor` at recipe()'s defaults
+        later = FACTORS[FACTORS.index(factor) + 1 :]
+        return replace(cand, **{f: defaults[f] for f in later if f in defaults and options.get(f)})
+
     def need(factor: str, value: Any) -> tuple[float, str]:  # seconds for min_pairs pairs of a change, or why none
         wait = min(base.data_wait * (faster := math.prod(d.gain for d in decisions if d.verdict == "kept")), 1.0)
         most = 1 / max(1 - wait, 1e-9)  # Amdahl: more workers at most remove the wait
         if factor == "num_workers" and value > (best.num_workers or 0) and most < 1 + min_gain:
             return 0.0, f"the steps waited for data {wait:.1%} of the time: more workers gain at most {most:.3f}x"
-        cost = pair_cost(Request("pair", replace(best, **{factor: value}), best, factor), base.step_s / faster)
+        old = at(best, factor)
+        cost = pair_cost(Request("pair", replace(old, **{factor: value}), old, factor), base.step_s / faster)
         return SLACK * MIN_PAIRS * cost, ""
 
     for factor in FACTORS:
         for value in (v for v in options.get(factor, ()) if v not in (getattr(current, factor), getattr(best, factor))):
-            new, old, (first, free) = replace(best, **{factor: value}), best, need(factor, value)
+            old, (first, free) = at(best, factor), need(factor, value)
+            new = replace(old, **{factor: value})
             later = [(f, v) for f in FACTORS[FACTORS.index(factor) + 1 :] for v in options.get(f, ())]
             reserve = sum(need(f, v)[0] for f, v in later if v != getattr(current, f))
             if free or (left := budget_s - elapsed) < first:
@@ -238,7 +247,7 @@ def search(
             reason = text.get(verdict, f"undecided after {why}; the setting in use stays")
             reason += f" ({again} disturbed pair{'s' * (again > 1)} measured again)" * bool(ratios and again)
             decisions.append(replace(d, reason=f"{d.describe()}: {reason}" if ratios else reason))
-            best = new if verdict == "kept" else best
+            best = replace(best, **{factor: value}) if verdict == "kept" else best
         if factor in defaults and {d.verdict for d in decisions if d.factor == factor} == {"not measured"}:
             best = replace(best, **{factor: defaults[factor]})  # recipe()'s default, until a longer plan measures it
     return best, decisions, base, budget_s
