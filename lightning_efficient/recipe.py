@@ -31,7 +31,8 @@ def check_trainer_kwargs(
     if unknown:
         import difflib
 
-        names = sorted(valid | set(inspect.signature(own).parameters if own else ()))
+        mine = inspect.signature(own).parameters.values() if own else ()
+        names = sorted(valid | {p.name for p in mine if p.kind is not p.VAR_KEYWORD})
         hints = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
         text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
         raise TypeError(

@@ -23,7 +23,7 @@ from lightning_efficient.data.loader import with_num_workers
 from lightning_efficient.doctor import machine_info
 from lightning_efficient.functional.tuning import Candidate, Decision, Window, compile_submodules
 
-FORMAT, ENV = 4, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
+FORMAT, ENV = 5, "LIGHTNING_EFFICIENT_CACHE"  #: the files' format (a new rule, a new one), the variable moving them
 STEP_COST_ARGS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches")
 RECENT: list["TuneResult"] = []  #: this process's results, newest last (kept with cache=False too)
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  #: prepare_model() returns the model it was given
