@@ -29,7 +29,7 @@ side's run of the same seed.
 
     python -m benchmarks.time_to_accuracy                    # defaults below; prints its settings first
     python -m benchmarks.time_to_accuracy --quick            # smoke test: tiny subset, writes *_quick.*
-    python -m benchmarks.time_to_accuracy --size 64 --epochs 5 --train-images 6000   # as run: 70 min with native bf16
+    python -m benchmarks.time_to_accuracy --size 64 --epochs 5 --train-images 6000   # as run: ~90 min with native bf16
     python -m benchmarks.time_to_accuracy --from-json benchmarks/results/time_to_accuracy.json
                                             # re-render .md/.png from a finished run (text added by hand is lost)
 
