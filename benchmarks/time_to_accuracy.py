@@ -183,7 +183,9 @@ def render(
         [
             f"ResNet-18 from scratch on Imagenette ({train_n} train / {val_n} val images), {args['size']} px, "
             f"batch {args['batch_size']}, {args['epochs']} epochs, peak LR {args['lr']} (1-epoch warmup, cosine), "
-            f"{args['seeds']} seeds per side, alternating; {workers} DataLoader workers. Total {total_s:.0f} s.",
+            f"{args['seeds']} seeds per side, alternating; {workers} DataLoader worker{'s' * (workers != 1)} given to "
+            "both sides (tune() may change the efficient side's: below). "
+            f"Total {total_s:.0f} s.",
             "",
             f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline time to it "
             "(goal: <= 0.5x; <= 0.4x on a CPU with native bf16):",

@@ -552,8 +552,9 @@ def run_demo(
         how = (
             f"reused the decision stored in {tuned['reused_from']}"
             if tuned["reused_from"]
-            else f"measured {', '.join(tuned['measured']) or 'nothing'}; decided by recipe()'s defaults (not measured "
-            f"within its {tuned['budget_s']:.0f} s budget): {', '.join(tuned['by_rule']) or 'nothing'}"
+            else f"measured {', '.join(tuned['measured']) or 'only the settings in use, no change'}; decided by "
+            f"recipe()'s defaults (not measured within its {tuned['budget_s']:.0f} s budget): "
+            f"{', '.join(tuned['by_rule']) or 'nothing'}"
         )
         print(
             f"\nefficient side: tune() took {tuned['tuning_s']:.1f} s (inside its wall time), {how}; chose "
