@@ -153,6 +153,9 @@ class BatchPipeline:
             excludes the user's hook. On CUDA the stages mostly enqueue kernels, so this is launch time unless a
             stage synchronises; attach a :class:`Clock` for device time.
         batches: batches that went through the wrapped hook.
+        image_scale: the side of the current batch's images over their final side, set by a ``"resize"`` stage
+            (:class:`~lightning_efficient.ProgressiveResize`) for each training batch, 1.0 otherwise: later stages
+            scale what they do in pixels by it (``GPUAugmentation``'s translations).
     """
 
     def __init__(self, owner: Any) -> None:
@@ -164,6 +167,7 @@ class BatchPipeline:
         self._clocks: list[Clock] = []
         self.seconds = 0.0
         self.batches = 0
+        self.image_scale = 1.0
         self.installed = False
 
         @functools.wraps(self.user_hook)
@@ -258,6 +262,7 @@ class BatchPipeline:
         """What the wrapped hook does: the "before" stages, the user's hook, then the other stages."""
         stages = self.stages
         self.batches += 1
+        self.image_scale = 1.0  # until a resize stage says otherwise for this batch
         batch = self._run_stages([s for s in stages if s.before_user_hook], batch, dataloader_idx)
         batch = self.user_hook(batch, dataloader_idx)
         return self._run_stages([s for s in stages if not s.before_user_hook], batch, dataloader_idx)

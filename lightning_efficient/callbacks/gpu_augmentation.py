@@ -98,6 +98,8 @@ class GPUAugmentation(Callback):
     geometric operations of a batch in one Kornia ``warp_affine``:
 
     - ``"trivial_augment"``: TrivialAugmentWide (Müller & Hutter 2021; torchvision's operation set and ranges);
+      ``flip_p=0.5`` flips each image left-right first (torchvision's ImageNet recipe, whose crop is the
+      dataset's: :class:`~lightning_efficient.FastImageFolder`); ``"rand_augment"`` takes ``flip_p`` too;
     - ``"rand_augment"``: RandAugment (Cubuk et al. 2020; torchvision defaults ``num_ops=2, magnitude=9``);
     - ``"imagenet"``: RandomResizedCrop + horizontal flip (option ``size=`` to change the output size);
     - ``"cifar"``: pad-4-and-crop + horizontal flip.
@@ -135,7 +137,8 @@ class GPUAugmentation(Callback):
             to the Trainer's logger at the first training step (TensorBoard ``add_image``; other loggers: skipped
             with an info message).
         **augmentation_kwargs: options of the preset, e.g. ``num_ops=2, magnitude=9`` (``"rand_augment"``),
-            ``size=224`` (``"imagenet"``), ``interpolation="bilinear"``.
+            ``size=224`` (``"imagenet"``), ``flip_p=0.5`` (``"trivial_augment"``, ``"rand_augment"``),
+            ``interpolation="bilinear"``.
 
     Raises:
         ValueError: unknown preset or preset option, ``mean`` without ``std`` (or vice versa), non-positive ``std``,
@@ -302,7 +305,10 @@ class GPUAugmentation(Callback):
                         torch.manual_seed(seed)
                         out = self._augment(x, masks, None)
                 else:
-                    out = self._augment(x, masks, g)
+                    scale = getattr(self._owner, "image_scale", 1.0)  # ProgressiveResize's side / final side
+                    takes = getattr(self._augment, "takes", None)
+                    extra = {"pixel_scale": scale} if scale != 1.0 and takes and takes("pixel_scale") else {}
+                    out = self._augment(x, masks, g, **extra)
                 if masks is not None:
                     x, masks = out
                 else:

@@ -29,11 +29,13 @@ class ProgressiveResize(Callback):
 
     It is the ``"resize"`` stage of the batch pipeline (:mod:`lightning_efficient.pipeline`): after decoding
     (GPUDecode) and the user's ``on_after_batch_transfer``, before GPUAugmentation (which then works on the smaller
-    images) and ChannelsLast. Validation, test and predict batches keep their size (the final one). The position is
-    :func:`~lightning_efficient.progress.fractional_epoch`, StepwiseLR's: it follows the epochs that really happened
-    (an epoch that ended early is followed by the next integer) and is restored with the Trainer's progress when a
-    run resumes from a checkpoint; the schedule itself is saved in the checkpoint and a resume with another one
-    warns. The final side is each batch's own (the dataset's size); intermediate sides are snapped to ``multiple``.
+    images, with TrivialAugment's translations, given in pixels, scaled to the side: as strong relative to the
+    image as at the final size) and ChannelsLast. Validation, test and predict batches keep their size (the final
+    one). The position is :func:`~lightning_efficient.progress.fractional_epoch`, StepwiseLR's: it follows the
+    epochs that really happened (an epoch that ended early is followed by the next integer) and is restored with the
+    Trainer's progress when a run resumes from a checkpoint; the schedule itself is saved in the checkpoint and a
+    resume with another one warns. The final side is each batch's own (the dataset's size); intermediate sides are
+    snapped to ``multiple``.
 
     Training data from a :class:`~lightning_efficient.FastImageFolder` (also inside a ``Subset``) is decoded at the
     scheduled size in the DataLoader workers (its :attr:`~lightning_efficient.FastImageFolder.scheduled_size`): less
@@ -41,7 +43,7 @@ class ProgressiveResize(Callback):
     ``num_workers x prefetch_factor + 2`` batches ahead (sides only grow) and this stage resizes the rest of the way.
 
     Args:
-        start_scale, delay, finetune, multiple, min_side: the schedule (see :class:`ResizeSchedule`).
+        start_scale, delay, finetune, multiple, min_side, end_scale: the schedule (see :class:`ResizeSchedule`).
         image_key: where the images are in a batch: an index for tuple/list batches (default 0), a key for dicts;
             a bare tensor batch is the images. uint8 or floating ``[B, C, H, W]``.
         mask_key: index/key of segmentation masks ``[B, H, W]`` or ``[B, K, H, W]``, resized with nearest
@@ -70,8 +72,9 @@ class ProgressiveResize(Callback):
         total_epochs: Optional[float] = None,
         min_side: int = 64,
         decode_at_size: bool = True,
+        end_scale: float = 1.0,
     ) -> None:
-        self.schedule = ResizeSchedule(start_scale, delay, finetune, multiple, min_side)
+        self.schedule = ResizeSchedule(start_scale, delay, finetune, multiple, min_side, end_scale)
         if mask_key is not None and mask_key == image_key:
             raise ValueError(f"ProgressiveResize: `mask_key` and `image_key` are both {image_key!r}; they must differ.")
         if total_epochs is not None and not total_epochs > 0:
@@ -183,6 +186,8 @@ class ProgressiveResize(Callback):
                 stacklevel=2,
             )
         self.side = size[-1]
+        if self._pipeline is not None:
+            self._pipeline.image_scale = size[-1] / final[-1]  # GPUAugmentation's translations follow it
         batch = replace_entry(batch, self.image_key, resize_images(images, size))
         if self.mask_key is not None:
             masks = get_entry(batch, self.mask_key, who="ProgressiveResize", option="mask_key", bare_ok=False)
@@ -213,16 +218,17 @@ class ProgressiveResize(Callback):
 
     def state_dict(self) -> dict[str, Any]:
         s = self.schedule
-        schedule = [s.start_scale, s.delay, s.finetune, s.multiple, s.min_side]
+        schedule = [s.start_scale, s.delay, s.finetune, s.multiple, s.min_side, s.end_scale]
         return {"schedule": schedule, "total_epochs": self.total_epochs}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         saved = list(state_dict.get("schedule") or [])
         saved += [0] * (len(saved) == 4)  # written before min_side existed
+        saved += [1.0] * (len(saved) == 5)  # written before end_scale existed
         if saved != self.state_dict()["schedule"]:
             warnings.warn(
-                f"ProgressiveResize: the checkpoint was trained with the schedule {saved}"
-                f" (start_scale, delay, finetune, multiple, min_side), this run uses {self.state_dict()['schedule']}; "
+                f"ProgressiveResize: the checkpoint was trained with the schedule {saved} (start_scale, delay, "
+                f"finetune, multiple, min_side, end_scale), this run uses {self.state_dict()['schedule']}; "
                 "the sizes follow this run's.",
                 UserWarning,
                 stacklevel=2,

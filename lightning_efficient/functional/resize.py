@@ -1,13 +1,15 @@
 """Progressive resizing: train on smaller images first, on the full size at the end.
 
 The image side is a function of the position in the run, in fractional epochs (the same position StepwiseLR uses):
-``start_scale`` of the final side for the first ``delay`` of the run, then a linear ramp, and the final side for the
-last ``finetune`` of the run. Intermediate sizes are snapped to a multiple of ``multiple`` pixels (so that
-``torch.compile`` and cuDNN see few distinct shapes); the final size is never snapped. Defaults from MosaicML
-Composer's ``ProgressiveResizing`` (initial scale 0.5, delay 0.5, finetune 0.2); FFCV's ResNet-50 ImageNet recipes
-ramp 160 -> 192 px and test at 224 (Leclerc et al., 2023, "FFCV: Accelerating Training by Removing Data
-Bottlenecks"). Downscaling is antialiased (as ``torchvision.transforms.v2.functional.resize(antialias=True)``),
-masks use nearest neighbours.
+``start_scale`` of the final side for the first ``delay`` of the run, then a linear ramp to ``end_scale`` (default
+1: the final side itself), held for the last ``finetune`` of the run. Intermediate sizes are snapped to a multiple
+of ``multiple`` pixels (so that ``torch.compile`` and cuDNN see few distinct shapes); the final size is never
+snapped. Defaults from MosaicML Composer's ``ProgressiveResizing`` (initial scale 0.5, delay 0.5, finetune 0.2);
+FFCV's ResNet-50 ImageNet recipes ramp 160 -> 192 px and test at 224 (Leclerc et al., 2023, "FFCV: Accelerating
+Training by Removing Data Bottlenecks"), which ``end_scale`` below 1 expresses: training a little below the test
+side suits a model trained on RandomResizedCrop, whose crops enlarge the objects (Touvron et al., 2019, "Fixing the
+train-test resolution discrepancy"). Downscaling is antialiased (as
+``torchvision.transforms.v2.functional.resize(antialias=True)``), masks use nearest neighbours.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class ResizeSchedule:
         delay: share of the run (0-1) at ``start_scale``.
         finetune: share of the run (0-1) at the end at full size; ``delay + finetune <= 1``.
         multiple: intermediate sides are multiples of this many pixels (``>= 1``).
+        end_scale: scale of the side at the end of the ramp and during ``finetune``, in ``[start_scale, 1]``
+            (default 1: the final side; FFCV's 192 of 224 px is 0.857).
         min_side: intermediate sides are at least this many pixels, rounded up to a multiple (``>= 0``; 0: no
             floor, as Composer's): an image side at or below it is never shrunk. Default 64: below it a stride-32
             network's (a ResNet's) last feature map is 1x1, and on 64 px images starting at 32-48 px cost top-1 and
@@ -42,10 +46,16 @@ class ResizeSchedule:
     finetune: float = 0.2
     multiple: int = 8
     min_side: int = 64
+    end_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 < self.start_scale <= 1:
             raise ValueError(f"ResizeSchedule(start_scale={self.start_scale!r}): expected a scale in (0, 1].")
+        if not self.start_scale <= self.end_scale <= 1:
+            raise ValueError(
+                f"ResizeSchedule(end_scale={self.end_scale!r}): expected a scale in [start_scale, 1] "
+                f"= [{self.start_scale}, 1]."
+            )
         if not (0 <= self.delay <= 1 and 0 <= self.finetune <= 1 and self.delay + self.finetune <= 1):
             raise ValueError(
                 f"ResizeSchedule(delay={self.delay!r}, finetune={self.finetune!r}): expected shares "
@@ -63,10 +73,10 @@ class ResizeSchedule:
         f = min(max(epoch / total_epochs, 0.0), 1.0)
         ramp = 1 - self.finetune - self.delay
         if f >= 1 - self.finetune:
-            return 1.0
+            return self.end_scale
         if f <= self.delay or ramp <= 0:
             return self.start_scale
-        return self.start_scale + (1 - self.start_scale) * (f - self.delay) / ramp
+        return self.start_scale + (self.end_scale - self.start_scale) * (f - self.delay) / ramp
 
     def side(self, final: int, epoch: float, total_epochs: float) -> int:
         """The side in pixels at ``epoch`` (:meth:`side_at` its :meth:`scale`)."""

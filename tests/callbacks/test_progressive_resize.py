@@ -113,7 +113,7 @@ def test_a_resume_with_another_schedule_warns(tmp_path):
         callbacks=[le.ProgressiveResize(start_scale=0.25, min_side=0)],
         limit_val_batches=0,
     )
-    with pytest.warns(UserWarning, match=r"checkpoint was trained with the schedule \[0.5, 0.5, 0.2, 8, 0\]"):
+    with pytest.warns(UserWarning, match=r"checkpoint was trained with the schedule \[0.5, 0.5, 0.2, 8, 0, 1.0\]"):
         trainer.fit(Net(), _loader(), ckpt_path=str(tmp_path / "last.ckpt"))
 
 
@@ -310,3 +310,18 @@ def test_min_side_keeps_small_images_from_shrinking_and_says_so():
         else:
             trainer.fit(Net(), _loader())
         assert min(side for *_, side in Net.seen) == smallest
+
+
+def test_trivial_augments_translations_follow_the_scheduled_side(monkeypatch):
+    from lightning_efficient.functional.augment import presets
+
+    scales: list[tuple[int, float]] = []
+    original = presets.PRESETS["trivial_augment"]
+
+    def spy(images, *, pixel_scale=1.0, **kw):
+        scales.append((images.shape[-1], pixel_scale))
+        return original(images, pixel_scale=pixel_scale, **kw)
+
+    monkeypatch.setitem(presets.PRESETS, "trivial_augment", spy)
+    _fit(Net(), epochs=10, callbacks=[le.GPUAugmentation("trivial_augment")])
+    assert {side: scale for side, scale in scales} == {16: 0.5, 24: 0.75, SIDE: 1.0}

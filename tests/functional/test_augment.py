@@ -682,3 +682,45 @@ def test_unit_range_problem_names_normalised_and_0_255_floats(dtype):
     assert str(dtype) in A.unit_range_problem((x * 255).to(dtype))
     assert "nan" in A.unit_range_problem(torch.full((1, 1, 2, 2), float("nan"), dtype=dtype))
     assert A.unit_range_problem(torch.randn(2, 3, 8, 8).to(dtype)) is not None
+
+
+@settings(max_examples=25, deadline=None)
+@given(scale=st.floats(0.1, 1.0), seed=st.integers(0, 2**16))
+def test_pixel_scale_scales_the_translations_and_nothing_else(scale, seed):
+    full = A.sample_trivial_augment(256, generator=torch.Generator().manual_seed(seed))
+    small = A.sample_trivial_augment(256, pixel_scale=scale, generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(full.ops, small.ops)
+    moves = (full.ops == OPS.index("TranslateX")) | (full.ops == OPS.index("TranslateY"))
+    assert torch.allclose(small.magnitudes[moves], full.magnitudes[moves] * scale)
+    assert torch.equal(small.magnitudes[~moves], full.magnitudes[~moves])
+    with pytest.raises(ValueError, match="pixel_scale"):
+        A.sample_trivial_augment(4, pixel_scale=0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(p=st.sampled_from([0.0, 0.3, 0.5, 1.0]), seed=st.integers(0, 2**16), kind=st.sampled_from(["u8", "float"]))
+def test_random_hflip_flips_each_image_and_its_mask_alike_with_probability_p(p, seed, kind):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (64, 3, 4, 5), dtype=torch.uint8, generator=g)
+    x = x if kind == "u8" else x.float() / 255
+    masks = torch.arange(64 * 4 * 5).reshape(64, 4, 5)
+    out, out_masks = A.random_hflip(x, masks, flip_p=p, generator=torch.Generator().manual_seed(seed))
+    assert out.dtype == x.dtype and out.shape == x.shape and out_masks.shape == masks.shape
+    flipped = [bool(torch.equal(out[i], x[i].flip(-1))) and not torch.equal(x[i], x[i].flip(-1)) for i in range(64)]
+    for i in range(64):
+        assert torch.equal(out[i], x[i].flip(-1) if flipped[i] else x[i])
+        assert torch.equal(out_masks[i], masks[i].flip(-1) if flipped[i] else masks[i])  # the same draw
+    if p in (0.0, 1.0):
+        assert all(flipped) == (p == 1.0) and any(flipped) == (p == 1.0)
+    else:
+        assert 0 < sum(flipped) < 64  # per sample, not per batch (64 draws at 0.3-0.5)
+
+
+def test_flip_p_defaults_to_torchvisions_trivial_augment_without_a_flip():
+    x = _synthetic(8)
+    plain = A.trivial_augment(x, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(plain, A.trivial_augment(x, flip_p=0.0, generator=torch.Generator().manual_seed(5)))
+    with pytest.raises(ValueError, match="flip_p"):
+        A.trivial_augment(x, flip_p=1.5)
+    flipped = A.trivial_augment(x, flip_p=1.0, generator=torch.Generator().manual_seed(5))
+    assert flipped.shape == plain.shape and not torch.equal(flipped, plain)

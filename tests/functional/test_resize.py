@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightning_efficient.functional.resize import ResizeSchedule, resize_images, snap
@@ -78,3 +78,31 @@ def test_min_side_floors_every_side_and_never_grows_one_past_the_final(final, sc
 def test_a_bad_min_side_names_the_value(bad):
     with pytest.raises(ValueError, match=rf"min_side={bad!r}"):
         ResizeSchedule(min_side=bad)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    start=st.floats(0.1, 1.0),
+    end=st.floats(0.1, 1.0),
+    delay=st.floats(0.0, 0.6),
+    finetune=st.floats(0.0, 0.4),
+    f=st.floats(0.0, 1.0),
+)
+def test_end_scale_ends_the_ramp_and_holds_through_the_finetune(start, end, delay, finetune, f):
+    if end < start:
+        with pytest.raises(ValueError, match="end_scale"):
+            ResizeSchedule(start_scale=start, end_scale=end)
+        return
+    s = ResizeSchedule(start_scale=start, delay=delay, finetune=finetune, end_scale=end)
+    scale = s.scale(f * 10, 10)
+    assert start - 1e-12 <= scale <= end + 1e-12
+    if f >= 1 - finetune:
+        assert scale == end
+    plain = ResizeSchedule(start_scale=start, delay=delay, finetune=finetune)
+    if f <= delay and f < 1 - finetune:
+        assert scale == plain.scale(f * 10, 10) == start
+
+
+def test_ffcvs_192_of_224_px():
+    s = ResizeSchedule(start_scale=160 / 224, end_scale=192 / 224, min_side=0)
+    assert s.side(224, 0, 10) == 160 and s.side(224, 9, 10) == 192 and s.sides(224, 10)[-1] == 192

@@ -64,6 +64,7 @@ from lightning_efficient.functional.augment.presets import (
     cifar_augment,
     imagenet_augment,
     rand_augment,
+    random_hflip,
     trivial_augment,
 )
 from lightning_efficient.functional.augment.warp import WARP_DTYPE, apply_affine
@@ -90,6 +91,7 @@ __all__ = [
     "apply_affine",
     "imagenet_augment",
     "cifar_augment",
+    "random_hflip",
     "PRESETS",
     "Augmentation",
     "build_augmentation",

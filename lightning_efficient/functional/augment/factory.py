@@ -34,8 +34,15 @@ class _Preset:
         self.name = name
         self.kwargs = kwargs
 
-    def __call__(self, images: Tensor, masks: Optional[Tensor] = None, generator: Optional[torch.Generator] = None):
-        return PRESETS[self.name](images, masks=masks, generator=generator, **self.kwargs)
+    def __call__(
+        self, images: Tensor, masks: Optional[Tensor] = None, generator: Optional[torch.Generator] = None, **extra: Any
+    ):
+        """Apply the preset; ``extra``: options set per batch (e.g. ``pixel_scale``) over the preset's own."""
+        return PRESETS[self.name](images, masks=masks, generator=generator, **{**self.kwargs, **extra})
+
+    def takes(self, option: str) -> bool:
+        """Whether the preset has the keyword option ``option`` (and the user did not set it)."""
+        return option in inspect.signature(PRESETS[self.name]).parameters and option not in self.kwargs
 
     def __repr__(self) -> str:
         return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"

@@ -75,6 +75,7 @@ def sample_trivial_augment(
     batch_size: int,
     *,
     num_bins: int = 31,
+    pixel_scale: float = 1.0,
     generator: Optional[torch.Generator] = None,
     device: Any = None,
 ) -> PolicyParams:
@@ -84,6 +85,10 @@ def sample_trivial_augment(
     Args:
         batch_size: ``B >= 1``.
         num_bins: number of magnitude bins (torchvision default 31).
+        pixel_scale: factor on the magnitudes given in pixels (the translations, up to 32 px): the images' side
+            over the side the ranges are meant for. :class:`~lightning_efficient.ProgressiveResize` passes the
+            scheduled side over the final one, so a translation moves the same share of the image at every side
+            (as when the images are augmented at full size and then made smaller). Default 1: torchvision's.
         generator: random generator; ``None`` uses the global torch RNG of ``device`` (so results are
             reproducible under ``seed_everything``). Must live on ``device``.
         device: where the parameter tensors are drawn and live; default the generator's device, else CPU.
@@ -92,15 +97,20 @@ def sample_trivial_augment(
         :class:`PolicyParams` with ``ops``/``magnitudes`` of shape ``[B, 1]``.
 
     Raises:
-        ValueError: ``batch_size < 1`` or ``num_bins < 2``.
+        ValueError: ``batch_size < 1``, ``num_bins < 2`` or ``pixel_scale <= 0``.
     """
     check_positive_int(batch_size, "batch_size")
     check_positive_int(num_bins, "num_bins", 2)
+    if not pixel_scale > 0:
+        raise ValueError(f"`pixel_scale` must be > 0 (the images' side over the reference side), got {pixel_scale}.")
     dev = parameter_device(generator, device)
     table, signed = trivial_augment_space(num_bins)
     ops = torch.randint(len(OPS), (batch_size, 1), generator=generator, device=dev)
     bins = torch.randint(num_bins, (batch_size, 1), generator=generator, device=dev)
     mags = table.to(dev)[ops, bins] * _signs(signed, ops, generator, dev)
+    if pixel_scale != 1.0:
+        in_pixels = (ops == OPS.index("TranslateX")) | (ops == OPS.index("TranslateY"))
+        mags = torch.where(in_pixels, mags * pixel_scale, mags)
     return PolicyParams(ops=ops, magnitudes=mags)
 
 

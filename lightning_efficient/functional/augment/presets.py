@@ -15,10 +15,35 @@ from torch import Tensor
 from lightning_efficient.functional.augment.crop_sampling import sample_pad_crop_flip, sample_random_resized_crop_flip
 from lightning_efficient.functional.augment.policy import apply_policy
 from lightning_efficient.functional.augment.policy_sampling import sample_rand_augment, sample_trivial_augment
-from lightning_efficient.functional.augment.validation import check_images
+from lightning_efficient.functional.augment.validation import check_images, check_probability
 from lightning_efficient.functional.augment.warp import apply_affine
 
-__all__ = ["PRESETS", "cifar_augment", "imagenet_augment", "rand_augment", "trivial_augment"]
+__all__ = ["PRESETS", "cifar_augment", "imagenet_augment", "rand_augment", "random_hflip", "trivial_augment"]
+
+
+def random_hflip(
+    images: Tensor,
+    masks: Optional[Tensor] = None,
+    *,
+    flip_p: float = 0.5,
+    generator: Optional[torch.Generator] = None,
+) -> tuple[Tensor, Optional[Tensor]]:
+    """Flip each image (and its mask) left-right with probability ``flip_p``, drawn per sample from ``generator``
+    on the images' device (torchvision's ``RandomHorizontalFlip``, per sample). ``images`` ``[B, C, H, W]``,
+    ``masks`` ``[B, H, W]`` or ``[B, K, H, W]``, any dtype; returned with the same shapes and dtypes. Nothing is
+    drawn when ``flip_p`` is 0.
+
+    Raises:
+        ValueError: ``flip_p`` outside ``[0, 1]``.
+    """
+    check_probability(flip_p, "flip_p")
+    if flip_p == 0:
+        return images, masks
+    flips = torch.rand(images.shape[0], generator=generator, device=images.device) < flip_p
+    images = torch.where(flips.view(-1, 1, 1, 1), images.flip(-1), images)
+    if masks is not None:
+        masks = torch.where(flips.view(-1, *[1] * (masks.dim() - 1)), masks.flip(-1), masks)
+    return images, masks
 
 
 def trivial_augment(
@@ -29,13 +54,18 @@ def trivial_augment(
     interpolation: str = "nearest",
     fill: float = 0.0,
     mask_fill: float = 0.0,
+    flip_p: float = 0.0,
+    pixel_scale: float = 1.0,
     generator: Optional[torch.Generator] = None,
 ) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """TrivialAugmentWide per sample (Müller & Hutter 2021; torchvision ``TrivialAugmentWide`` ranges).
 
     Each image gets one operation from :data:`OPS` and one magnitude, drawn independently per image, on the
-    images' device (:func:`sample_trivial_augment`, then :func:`apply_policy`). Shapes, dtypes and errors as in
-    :func:`apply_policy`.
+    images' device (:func:`sample_trivial_augment`, then :func:`apply_policy`). With ``flip_p > 0`` each image is
+    first flipped left-right with that probability (:func:`random_hflip`; torchvision's ImageNet recipe:
+    ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``TrivialAugmentWide``, where the crop is the dataset's, e.g.
+    :class:`~lightning_efficient.FastImageFolder`'s). ``pixel_scale``: see :func:`sample_trivial_augment` (set by
+    ``GPUAugmentation`` under ``ProgressiveResize``). Shapes, dtypes and errors as in :func:`apply_policy`.
 
     Example::
 
@@ -45,7 +75,10 @@ def trivial_augment(
         (torch.Size([8, 3, 32, 32]), torch.float32)
     """
     images = check_images(images)
-    params = sample_trivial_augment(images.shape[0], num_bins=num_bins, generator=generator, device=images.device)
+    images, masks = random_hflip(images, masks, flip_p=flip_p, generator=generator)
+    params = sample_trivial_augment(
+        images.shape[0], num_bins=num_bins, pixel_scale=pixel_scale, generator=generator, device=images.device
+    )
     return apply_policy(images, params, masks=masks, interpolation=interpolation, fill=fill, mask_fill=mask_fill)
 
 
@@ -59,12 +92,14 @@ def rand_augment(
     interpolation: str = "nearest",
     fill: float = 0.0,
     mask_fill: float = 0.0,
+    flip_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
 ) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """RandAugment per sample (Cubuk et al. 2020; torchvision ``RandAugment`` ranges and defaults ``num_ops=2,
-    magnitude=9, num_bins=31``): :func:`sample_rand_augment`, then :func:`apply_policy`. Shapes, dtypes and
-    errors as in :func:`apply_policy`."""
+    magnitude=9, num_bins=31``): :func:`sample_rand_augment`, then :func:`apply_policy`; ``flip_p`` as in
+    :func:`trivial_augment`. Shapes, dtypes and errors as in :func:`apply_policy`."""
     images = check_images(images)
+    images, masks = random_hflip(images, masks, flip_p=flip_p, generator=generator)
     b, _, h, w = images.shape
     params = sample_rand_augment(
         b, h, w, num_ops=num_ops, magnitude=magnitude, num_bins=num_bins, generator=generator, device=images.device
