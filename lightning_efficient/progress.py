@@ -29,7 +29,7 @@ from lightning_efficient.functional.position import EpochPosition, optimizer_ste
 if TYPE_CHECKING:
     from lightning_efficient.callbacks.base import TrainerLike
 
-__all__ = ["EpochPosition", "epoch_position", "fractional_epoch", "planned_steps_per_epoch"]
+__all__ = ["EpochPosition", "epoch_position", "fractional_epoch", "planned_steps_per_epoch", "upcoming_batch"]
 
 
 def planned_steps_per_epoch(trainer: TrainerLike, steps_per_epoch: int | None = None) -> int | None:
@@ -109,3 +109,21 @@ def fractional_epoch(
         ValueError: as :func:`epoch_position`.
     """
     return float(epoch_position(trainer, batch_idx, steps_per_epoch=steps_per_epoch))
+
+
+def upcoming_batch(trainer: TrainerLike) -> int:
+    """The index in its epoch of the training batch Lightning is about to run, for code that acts on a batch
+    before ``on_train_batch_start`` (the batch-transfer hooks, where a ``batch_idx`` is not given).
+
+    It is the count of batches the epoch has made ready (``trainer.fit_loop.epoch_loop.batch_progress.current
+    .ready``), which a resume from a checkpoint saved mid-epoch restores: the first batch after such a resume is
+    batch ``k`` of its epoch, not 0 (and ``on_train_epoch_start`` does not run for it). Read it from
+    ``on_train_start`` on; in ``on_train_epoch_start`` of a new epoch it still counts the previous epoch's batches
+    (use ``fractional_epoch(trainer)`` there, the epoch's start).
+
+    Returns:
+        A batch index ``>= 0`` (0 where the Trainer has no such progress, e.g. outside a fit).
+    """
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    progress = getattr(getattr(loop, "batch_progress", None), "current", None)
+    return max(0, int(getattr(progress, "ready", 0) or 0))

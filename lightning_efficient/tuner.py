@@ -185,7 +185,9 @@ def tune(
         kept, dropped = kept_callbacks(callbacks, package)
         notes += [f"not in the measuring fits: {', '.join(sorted(set(dropped)))} (see callbacks.roles)"] * bool(dropped)
         planned = _planned(trainer_kwargs, loader, planned_steps)
-        store = Store(fingerprint(model, loader, kept, trainer_kwargs, [options, min_gain, repr(asked)]), cache)
+        fp, unreadable = fingerprint(model, loader, kept, trainer_kwargs, [options, min_gain, repr(asked)])
+        notes += [f"measured, neither reused nor stored: {part} could not be read" for part in unreadable * cache]
+        store = Store(fp, cache, unreadable)
         if (result := store.load(planned, budget, max_seconds)) is not None:
             result.reused_from, result.tuning_s = str(store.path), time.perf_counter() - started
         else:

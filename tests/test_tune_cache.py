@@ -137,3 +137,216 @@ def test_results_round_trip_through_json():
     result = _tune()
     again = tune_result.TuneResult.from_dict(json.loads(result.to_json()))
     assert again == result or (again.to_dict() == result.to_dict())
+
+
+# ------------------------------------------------------------------------------ a store that never fails tune()
+
+
+def _one_store_warning(seen, *words):
+    texts = [str(w.message) for w in seen if "decision store" in str(w.message)]
+    assert len(texts) == 1, texts
+    for word in (*words, tune_result.ENV, "cache=False"):
+        assert word in texts[0], texts[0]
+
+
+def test_a_cache_variable_naming_a_file_is_one_warning_and_the_result_is_returned(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv(tune_result.ENV, str(tmp_path / "a-file"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = _tune()
+    assert result.chosen is not None and result.reused_from is None
+    _one_store_warning(seen, str(tmp_path / "a-file"))
+
+
+def test_a_folder_that_cannot_be_written_is_one_warning_and_the_result_is_returned(tmp_path, monkeypatch):
+    monkeypatch.delenv(tune_result.ENV)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    mkdir = tune_result.Path.mkdir
+
+    def read_only(self, *args, **kwargs):  # as in a read-only home (the tests may run as root, who may write there)
+        if str(self).startswith(str(tmp_path / "home")):
+            raise PermissionError(13, "Permission denied", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(tune_result.Path, "mkdir", read_only)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = _tune()
+    assert result.decisions is not None and list(tmp_path.rglob("*.json")) == []
+    _one_store_warning(seen, str(tmp_path / "home" / ".cache" / "lightning_efficient" / "tune"), "PermissionError")
+
+
+def _edit(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+WRONG = {
+    "a list": lambda path: path.write_text("[]"),
+    "null": lambda path: path.write_text("null"),
+    "a text": lambda path: path.write_text('"fast"'),
+    "a string where a number belongs": lambda path: _edit(
+        path, lambda d: d["result"]["baseline"].update(step_s="fast")
+    ),
+    "ratios of text": lambda path: _edit(path, lambda d: d["result"]["decisions"][0].update(ratios=["a", "b"])),
+    "a result of the wrong shape": lambda path: _edit(path, lambda d: d.update(result=[1, 2])),
+    "the right shape, another format": lambda path: _edit(path, lambda d: d.update(format=1)),
+    "decisions as text": lambda path: _edit(path, lambda d: d["result"].update(decisions="kept")),
+    "a candidate of the wrong kind": lambda path: _edit(path, lambda d: d["result"]["chosen"].update(precision=16)),
+}
+
+
+@pytest.mark.parametrize("kind", list(WRONG))
+def test_a_file_that_is_no_decision_of_this_format_is_ignored_measured_again_and_replaced(kind):
+    _tune()
+    (path,) = _files()
+    WRONG[kind](path)
+    with pytest.warns(UserWarning, match=r"ignoring the cache file .*measuring again") as seen:
+        result = _tune()
+    assert result.reused_from is None and len([w for w in seen if "ignoring" in str(w.message)]) == 1
+    assert json.loads(path.read_text())["format"] == tune_result.FORMAT  # replaced by the new measurement
+    assert _tune().reused_from == str(path)
+
+
+def test_a_folder_where_the_file_should_be_warns_and_the_result_is_returned():
+    _tune()
+    (path,) = _files()
+    path.unlink()
+    path.mkdir()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = _tune()
+    assert result.reused_from is None and path.is_dir()
+    assert any("ignoring the cache file" in str(w.message) for w in seen)
+    _one_store_warning(seen, str(path))
+
+
+# ------------------------------------------------------------------------------ what a step costs, in the key
+
+
+class Strided(Net):
+    """The same parameters as Net, a stride of 2 in the conv: a quarter of the pixels after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net[0].stride = (2, 2)
+
+
+class Pooled(Net):
+    """The same parameters as Net, a max-pooling after the conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net.insert(1, nn.MaxPool2d(2))
+
+
+class SameParameters(Net):
+    """Another class with Net's parameters."""
+
+
+class GrowingImages(torch.utils.data.IterableDataset):
+    def __init__(self, side: int) -> None:
+        self.side = side
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        for _ in range(40):
+            yield torch.randn(3, self.side, self.side, generator=g), torch.tensor(1)
+
+
+def _batch_sampler(size: int) -> DataLoader:
+    data = _images()
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(data), size, drop_last=False)
+    return DataLoader(data, batch_sampler=sampler)
+
+
+STEP_COST = {
+    "batch size through batch_sampler": (dict(loader=_batch_sampler(4)), dict(loader=_batch_sampler(8))),
+    "an IterableDataset's image size": (
+        dict(loader=DataLoader(GrowingImages(8), batch_size=BATCH)),
+        dict(loader=DataLoader(GrowingImages(16), batch_size=BATCH)),
+    ),
+    "a stride, the same parameters": (dict(), dict(model=Strided())),
+    "a pooling, the same parameters": (dict(), dict(model=Pooled())),
+    "another class, the same parameters": (dict(), dict(model=SameParameters())),
+    "detect_anomaly": (dict(), dict(detect_anomaly=True)),
+}
+
+
+@pytest.mark.parametrize("part", list(STEP_COST))
+def test_what_changes_a_steps_cost_measures_again(part):
+    before, after = STEP_COST[part]
+    _tune(**before)
+    changed = _tune(**after)
+    assert changed.reused_from is None and len(_files()) == 2
+
+
+def test_the_reused_decision_quotes_the_batch_size_it_measured():
+    _tune(loader=_batch_sampler(4))
+    assert _tune(loader=_batch_sampler(8)).baseline.batch_size == 8
+
+
+#: A value for every Trainer argument that changes a step's cost, other than its default.
+NON_DEFAULT = {
+    "accelerator": "cpu",
+    "devices": 2,
+    "num_nodes": 2,
+    "strategy": "ddp",
+    "precision": "bf16-mixed",
+    "plugins": [pl.plugins.precision.MixedPrecision("bf16-mixed", "cpu")],
+    "accumulate_grad_batches": 4,
+    "gradient_clip_val": 1.0,
+    "gradient_clip_algorithm": "value",
+    "detect_anomaly": True,
+    "deterministic": True,
+    "benchmark": True,
+    "sync_batchnorm": True,
+}
+
+
+def test_every_step_cost_argument_is_listed_and_tested():
+    assert set(NON_DEFAULT) == set(tune_result.STEP_COST_ARGS)
+
+
+@pytest.mark.parametrize("name", tune_result.STEP_COST_ARGS)
+def test_every_trainer_argument_that_changes_a_steps_cost_is_in_the_fingerprint(name):
+    model, loader = Net(), DataLoader(_images(), batch_size=BATCH)
+    plain, _ = tune_result.fingerprint(model, loader, [], {}, None)
+    changed, _ = tune_result.fingerprint(model, loader, [], {name: NON_DEFAULT[name]}, None)
+    assert tune_result.Store(plain).path != tune_result.Store(changed).path
+
+
+def test_torchs_threads_are_in_the_fingerprint():
+    threads = torch.get_num_threads()
+    try:
+        first, _ = tune_result.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
+        torch.set_num_threads(max(1, threads - 1) if threads > 1 else 2)
+        second, _ = tune_result.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
+    finally:
+        torch.set_num_threads(threads)
+    assert first["machine"] != second["machine"]
+
+
+def test_looking_at_the_first_batch_leaves_the_loaders_shuffling_as_it_was():
+    loader = DataLoader(_images(), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(3))
+    expected = [
+        b[1].tolist()
+        for b in DataLoader(_images(), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(3))
+    ]
+    tune_result.fingerprint(Net(), loader, [], {}, None)
+    assert [b[1].tolist() for b in loader] == expected
+
+
+def test_a_part_that_cannot_be_read_measures_and_stores_nothing_and_the_notes_say_which(monkeypatch):
+    def broken(loader):
+        raise OSError("the share went away")
+
+    monkeypatch.setattr(tune_result, "first_batch", broken)
+    first = _tune()
+    assert first.reused_from is None and _files() == []
+    assert any("the data (its first batch could not be loaded: OSError: the share went away)" in n for n in first.notes)
+    assert _tune().reused_from is None

@@ -97,3 +97,52 @@ def test_help_names_the_factors_and_the_budget(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for word in ("precision", "channels_last", "torch.compile", "num_workers", "--budget", "--max-seconds"):
         assert word in text
+
+
+def _folder(root, bad: bool = False):
+    for c in ("a", "b"):
+        (root / "train" / c).mkdir(parents=True)
+        for i in range(8):
+            Image.new("RGB", (48, 40), (30 * i, 90, 200 if c == "a" else 20)).save(root / "train" / c / f"{i}.jpg")
+    if bad:
+        (root / "train" / "a" / "0.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg after all")
+    return root
+
+
+def _one_line_usage_error(code, text, err, *words):
+    assert code == 2 and "Traceback" not in err + text
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("lightning-efficient tune: error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_a_corrupt_image_under_data_is_one_line_naming_the_file(tmp_path, capsys):
+    root = _folder(tmp_path, bad=True)
+    code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--data", str(root), "--workers", "0", "--no-cache")
+    _one_line_usage_error(code, text, err, "--data", str(root / "train" / "a" / "0.jpg"))
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_precision_lightning_does_not_take_is_one_line(precision, capsys):
+    code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--precisions", precision)
+    _one_line_usage_error(code, text, err, "--precisions", repr(precision), "'32-true'")
+
+
+def test_out_into_a_missing_folder_fails_before_measuring(tmp_path, capsys, monkeypatch):
+    import lightning_efficient
+
+    monkeypatch.setattr(lightning_efficient, "tune", lambda *a, **k: pytest.fail("measured before checking --out"))
+    code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--out", str(tmp_path / "missing" / "tune.json"))
+    _one_line_usage_error(code, text, err, "--out", str(tmp_path / "missing"), "does not exist")
+    code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--out", str(tmp_path))
+    _one_line_usage_error(code, text, err, "--out", "a folder")
+
+
+def test_an_absent_accelerator_is_one_line(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present here")
+    code, text, err = _run(capsys, "--model", "resnet18", "--image-size", "32", "--accelerator", "cuda")
+    _one_line_usage_error(code, text, err, "--accelerator")

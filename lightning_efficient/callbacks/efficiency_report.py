@@ -131,10 +131,12 @@ class EfficiencyReport(Callback):
         self._cuda = False
         self._unwatch: Any = None
         self._between = ""
+        self._per_loader: list[int] = []  # images of every training batch, per training loader
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
         self.timer = StepTimer(skip_first=self.skip_first)
+        self._per_loader = []
         self._inputs_channels_last = None
         self._cuda = pl_module.device.type == "cuda"
         self._timeline = StepTimeline(self._make_clock(), self.timer)
@@ -161,11 +163,11 @@ class EfficiencyReport(Callback):
     def on_train_batch_end(
         self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        try:
-            samples = extract_batch_size(batch)
-        except Exception:  # noqa: BLE001 - an exotic batch: count steps, not samples
-            samples = 0
-        self._timeline.batch_ended(samples)
+        counts = images_per_loader(batch, getattr(trainer.train_dataloader, "iterables", None))
+        if len(self._per_loader) != len(counts):
+            self._per_loader = [0] * len(counts)
+        self._per_loader = [a + b for a, b in zip(self._per_loader, counts, strict=True)]
+        self._timeline.batch_ended(sum(counts))
         if self._cuda:  # the caching allocator's statistics: a host-side read, no synchronisation
             self.timer.peak_memory_bytes = torch.cuda.max_memory_allocated(pl_module.device)
         else:
@@ -229,6 +231,8 @@ class EfficiencyReport(Callback):
             * (f["other_share"] >= 0.05),
             ("peak memory", _memory_text(f, self._cuda)),
             ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
+            *[("images per training loader", ", ".join(map(str, f["samples_per_loader"])) + " (every batch)")]
+            * (len(f.get("samples_per_loader", ())) > 1),
         ]
         width = max(len(r[0]) for r in rows)
         lines = ["Efficiency report: " + verdict(f["data_wait_share"])]
@@ -282,6 +286,9 @@ class EfficiencyReport(Callback):
         else:
             rows = local.reshape(1, -1)
         steps, samples, wait, transform, compute, other, peak = rows.unbind(1)
+        per_loader = torch.tensor(self._per_loader or [0], dtype=torch.float64)
+        if trainer.world_size > 1:
+            per_loader = trainer.strategy.all_gather(per_loader.to(device)).reshape(-1, per_loader.numel()).cpu()
         total = wait + transform + compute + other
         pooled = float(total.sum())
         per_rank_rate = torch.where(total > 0, samples / total.clamp_min(1e-12), torch.zeros_like(total))
@@ -297,6 +304,7 @@ class EfficiencyReport(Callback):
             "step_time_s": pooled / float(steps.sum()) if float(steps.sum()) > 0 else math.nan,
             "peak_memory_mb": float(peak.max()) / 2**20,
             "world_size": int(rows.shape[0]),
+            "samples_per_loader": [int(n) for n in per_loader.reshape(-1, per_loader.shape[-1]).sum(0)],
         }
 
     def _facts(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> RunFacts:
@@ -422,3 +430,24 @@ def decisions_for(module: torch.nn.Module, batch_size: Optional[int] = None) -> 
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return max(found, key=lambda f: f[0])[1] if found else None
+
+
+def images_per_loader(batch: Any, iterables: Any) -> list[int]:
+    """Images in a training ``batch``, per training loader: with several loaders (``trainer.fit(model, [a, b])``,
+    a dict, or a ``CombinedLoader``) Lightning yields their batches in the structure the loaders were given in
+    (``iterables``, ``trainer.train_dataloader.iterables``); each is counted with Lightning's
+    ``extract_batch_size`` (one loader's batch: one count; a loader with nothing this step, or an exotic batch: 0)."""
+    several = isinstance(iterables, (list, tuple, dict)) and len(iterables) > 1
+    if several and isinstance(iterables, dict) and isinstance(batch, dict):
+        parts = [batch.get(key) for key in iterables]
+    elif several and isinstance(batch, (list, tuple)) and len(batch) == len(iterables):
+        parts = list(batch)
+    else:
+        parts = [batch]
+    counts = []
+    for part in parts:
+        try:
+            counts.append(int(extract_batch_size(part)) if part is not None else 0)
+        except Exception:  # noqa: BLE001 - an exotic batch: count steps, not samples
+            counts.append(0)
+    return counts

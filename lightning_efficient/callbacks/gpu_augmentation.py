@@ -116,7 +116,8 @@ class GPUAugmentation(Callback):
     ``seed_everything`` gives every rank the same global seed (``workers=True`` only changes DataLoader worker
     seeds), and the global RNG (dropout, ...) is not consumed. Custom callables draw from the global RNG inside
     :func:`torch.random.fork_rng`, seeded per call from the callback's generator, so the same properties hold
-    for them. The generator state is saved in checkpoints (``state_dict``).
+    for them. The generator state is saved in checkpoints (``state_dict``; under DDP every rank's),
+    so a resumed run, also one resumed mid-epoch, continues each rank's stream.
 
     Args:
         augmentation: preset name (see above), callable / ``nn.Module``, or ``None`` to only convert and normalise.
@@ -224,11 +225,29 @@ class GPUAugmentation(Callback):
         return {"device_augmentation": self._augment is not None}
 
     def state_dict(self) -> dict[str, Any]:
-        """Generator states per device (``uint8`` CPU tensors), so a resumed run continues the random stream."""
-        return {"generator_states": {dev: g.get_state() for dev, g in self._generators.items()}}
+        """Generator states per device (``uint8`` CPU tensors), so a resumed run continues the random stream.
+
+        Under DDP every rank's state of the training device is gathered (``rank_states``, in rank order): a
+        checkpoint holds rank 0's callback state only, and each rank draws its own stream. ``state_dict`` then
+        runs on every rank, as Lightning's ``save_checkpoint`` does.
+        """
+        states = {dev: g.get_state() for dev, g in self._generators.items()}
+        trainer = self._trainer
+        if trainer is None or trainer.world_size < 2:
+            return {"generator_states": states}
+        device = trainer.strategy.root_device
+        mine = self.generator(device).get_state().to(device=device, dtype=torch.int64)
+        gathered = trainer.strategy.all_gather(mine).reshape(trainer.world_size, -1)
+        ranks = [row.to("cpu", torch.uint8) for row in gathered]
+        return {"generator_states": states, "rank_states": {"device": device.type, "states": ranks}}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending_states = dict(state_dict.get("generator_states", {}))
+        trainer, ranks = self._trainer, state_dict.get("rank_states")
+        if trainer is not None and ranks and len(ranks["states"]) == trainer.world_size:
+            device = trainer.strategy.root_device
+            if device.type == ranks["device"]:  # this rank's own stream
+                self._pending_states[str(device)] = ranks["states"][trainer.global_rank]
         for dev, g in self._generators.items():
             if dev in self._pending_states:
                 g.set_state(self._pending_states.pop(dev))

@@ -15,7 +15,7 @@ from lightning_efficient.data.folder import FastImageFolder
 from lightning_efficient.functional.batch import get_entry, replace_entry
 from lightning_efficient.functional.resize import ResizeSchedule, resize_images
 from lightning_efficient.pipeline import add_stage
-from lightning_efficient.progress import fractional_epoch, planned_steps_per_epoch
+from lightning_efficient.progress import fractional_epoch, planned_steps_per_epoch, upcoming_batch
 
 _NAME = "progressive_resize"
 
@@ -33,9 +33,11 @@ class ProgressiveResize(Callback):
     image as at the final size) and ChannelsLast. Validation, test and predict batches keep their size (the final
     one). The position is :func:`~lightning_efficient.progress.fractional_epoch`, StepwiseLR's: it follows the
     epochs that really happened (an epoch that ended early is followed by the next integer) and is restored with the
-    Trainer's progress when a run resumes from a checkpoint; the schedule itself is saved in the checkpoint and a
-    resume with another one warns. The final side is each batch's own (the dataset's size); intermediate sides are
-    snapped to ``multiple``.
+    Trainer's progress when a run resumes from a checkpoint (also one saved mid-epoch: the batch after it gets the
+    size it had in the uninterrupted run); the schedule itself is saved in the checkpoint and a resume with another
+    one warns. The final side is each batch's own (the dataset's size); intermediate sides are snapped to
+    ``multiple``. Lightning's ``BatchSizeFinder`` tries its batch sizes at the final side, where a step needs the
+    most memory.
 
     Training data from a :class:`~lightning_efficient.FastImageFolder` (also inside a ``Subset``) is decoded at the
     scheduled size in the DataLoader workers (its :attr:`~lightning_efficient.FastImageFolder.scheduled_size`): less
@@ -105,6 +107,7 @@ class ProgressiveResize(Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self.run_epochs(trainer)  # raises early where the run has no length
+        self.position = upcoming_position(trainer)  # a run resumed mid-epoch goes on from its restored batch
         loaders = trainer.train_dataloader
         folders = [d for d in _datasets(loaders) if isinstance(d, FastImageFolder) and d.train]
         if self.decode_at_size and folders and len({d.size for d in folders}) == 1:
@@ -113,6 +116,7 @@ class ProgressiveResize(Callback):
                 getattr(dl, "num_workers", 0) * (getattr(dl, "prefetch_factor", None) or 2) for dl in _flat(loaders)
             ]
             self._ahead = max(workers, default=0) + 2
+            self._publish(trainer)
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.position, self._last_end = fractional_epoch(trainer), None
@@ -158,12 +162,15 @@ class ProgressiveResize(Callback):
         trainer = self._trainer
         if trainer is None or not trainer.training:
             return batch
+        if not any(cb is self for cb in getattr(trainer, "callbacks", [self])):
+            return batch  # Lightning's BatchSizeFinder runs its trial steps without callbacks: the final size
         images = get_entry(batch, self.image_key, who="ProgressiveResize", bare_ok=True)
         if not isinstance(images, torch.Tensor) or images.dim() != 4:
             raise ValueError(
                 f"ProgressiveResize: expected images [B, C, H, W] at image_key={self.image_key!r}, got "
                 f"{type(images).__name__} {tuple(getattr(images, 'shape', ()))}; set image_key=."
             )
+        self.position = upcoming_position(trainer)
         scale = self.schedule.scale(self.position, self.run_epochs(trainer))
         final = self._final or (images.shape[-2], images.shape[-1])
         size = (self.schedule.side_at(final[0], scale), self.schedule.side_at(final[1], scale))
@@ -253,3 +260,9 @@ def _datasets(loaders: Any) -> list[Any]:
         found.append(data)
         todo += [getattr(data, "dataset", None), *(getattr(data, "datasets", None) or [])]
     return found
+
+
+def upcoming_position(trainer: Any) -> float:
+    """The position in fractional epochs of the training batch about to run (:func:`~lightning_efficient.progress.
+    upcoming_batch`; after a resume mid-epoch, the restored batch, not the epoch's start)."""
+    return fractional_epoch(trainer, upcoming_batch(trainer))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -329,3 +330,38 @@ def test_on_device_transforms_are_timed_through_the_pipeline_clock():
 def test_a_wrong_clock_is_rejected(clock):
     with pytest.raises(ValueError, match="clock"):
         le.EfficiencyReport(clock=clock)
+
+
+class TwoLoaderNet(TinyNet):
+    def training_step(self, batch, batch_idx):
+        parts = batch.values() if isinstance(batch, dict) else batch
+        return sum(nn.functional.cross_entropy(self.net(x), y) for x, y in parts)
+
+
+def _data(n: int) -> TensorDataset:
+    return TensorDataset(torch.randn(n, 3, 8, 8), torch.randint(0, 2, (n,)))
+
+
+@pytest.mark.parametrize("given", ["list", "dict", "combined"])
+def test_every_training_loaders_images_are_counted(given):
+    small, large = DataLoader(_data(16), batch_size=2), DataLoader(_data(48), batch_size=6)
+    from pytorch_lightning.utilities import CombinedLoader
+
+    loaders = {
+        "list": [small, large],
+        "dict": {"small": small, "large": large},
+        "combined": CombinedLoader([small, large], "max_size_cycle"),
+    }[given]
+    report = le.EfficiencyReport(skip_first=0, verbose=False)
+    _fit(TwoLoaderNet(), loaders, report)
+    figures = report.summary()
+    assert figures["steps"] == 8 and figures["samples"] == 8 * (2 + 6)  # every loader's images, not the first's
+    assert figures["samples_per_loader"] == [16, 48]
+    assert re.search(r"images per training loader +16, 48 \(every batch\)", report.report())
+
+
+def test_one_loader_counts_as_before():
+    report = le.EfficiencyReport(skip_first=0, verbose=False)
+    _fit(TinyNet(), DataLoader(_data(16), batch_size=4), report)
+    assert report.summary()["samples"] == 16 and report.summary()["samples_per_loader"] == [16]
+    assert "images per training loader" not in report.report()

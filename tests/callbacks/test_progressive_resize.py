@@ -325,3 +325,28 @@ def test_trivial_augments_translations_follow_the_scheduled_side(monkeypatch):
     monkeypatch.setitem(presets.PRESETS, "trivial_augment", spy)
     _fit(Net(), epochs=10, callbacks=[le.GPUAugmentation("trivial_augment")])
     assert {side: scale for side, scale in scales} == {16: 0.5, 24: 0.75, SIDE: 1.0}
+
+
+def test_the_batch_size_finder_tries_its_sizes_at_the_final_side():
+    class Sized(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batch_size = 2
+
+        def training_step(self, batch, batch_idx):
+            Net.seen.append(("finder" if not self.trainer.callbacks else "train", 0, batch_idx, batch[0].shape[-1]))
+            return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+
+        def train_dataloader(self):
+            data = TensorDataset(torch.rand(16, 3, SIDE, SIDE), torch.randint(0, 2, (16,)))
+            return DataLoader(data, batch_size=self.batch_size)
+
+    Net.seen = []
+    finder = pl.callbacks.BatchSizeFinder(steps_per_trial=1, max_trials=2)
+    trainer = pl.Trainer(
+        **TRAINER_KW, max_epochs=10, callbacks=[finder, le.ProgressiveResize(min_side=0)], limit_val_batches=0
+    )
+    trainer.fit(Sized())
+    sides = {kind: {side for k, *_, side in Net.seen if k == kind} for kind in ("finder", "train")}
+    assert sides["finder"] == {SIDE}  # the batch size found holds for the largest images of the run
+    assert 16 in sides["train"]  # and the run itself starts small
