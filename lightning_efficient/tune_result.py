@@ -254,15 +254,18 @@ def kept_generators(loader: Any) -> Iterator[None]:
 
 
 def first_batch(loader: Any) -> Any:
-    """The first training batch ``loader`` yields (a DataLoader, or a list or dict of them, as the Trainer combines
-    them), with the loader's generators left as they were (:func:`kept_generators`)."""
-    from pytorch_lightning.utilities import CombinedLoader
-
+    """The first training batch ``loader`` yields: of a DataLoader (or any iterable), or of each loader of a list,
+    dict or ``CombinedLoader`` of them, in that structure (as the Trainer combines them); the loaders' generators are
+    left as they were (:func:`kept_generators`)."""
+    loader = getattr(loader, "iterables", loader)  # a CombinedLoader: the loaders it combines
+    if isinstance(loader, Mapping):
+        return {key: first_batch(value) for key, value in loader.items()}
+    if isinstance(loader, (list, tuple)):
+        return [first_batch(value) for value in loader]
     with kept_generators(loader):
-        combined = CombinedLoader(loader, "max_size_cycle")
-        iterator = iter(combined)
-        batch = next(iterator)[0]
-        del iterator, combined  # worker processes of a non-persistent loader end here
+        iterator = iter(loader)
+        batch = next(iterator)
+        del iterator  # the worker processes of a loader without persistent workers end here
     return batch
 
 

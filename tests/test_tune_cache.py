@@ -18,7 +18,8 @@ from lightning_efficient import tune_result
 
 
 def _tune(model=None, loader=None, **kw):
-    return le.tune(model or Net(), loader or DataLoader(_images(), batch_size=BATCH), **{**NONE, **kw})
+    loader = loader if loader is not None else DataLoader(_images(), batch_size=BATCH)
+    return le.tune(model or Net(), loader, **{**NONE, **kw})
 
 
 def _files():

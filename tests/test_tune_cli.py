@@ -123,7 +123,7 @@ def test_a_corrupt_image_under_data_is_one_line_naming_the_file(tmp_path, capsys
     _one_line_usage_error(code, text, err, "--data", str(root / "train" / "a" / "0.jpg"))
 
 
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
 def test_a_precision_lightning_does_not_take_is_one_line(precision, capsys):
     code, text, err = _run(capsys, "--model", "resnet18", *TINY, "--precisions", precision)
     _one_line_usage_error(code, text, err, "--precisions", repr(precision), "'32-true'")

@@ -163,7 +163,8 @@ class EfficiencyReport(Callback):
     def on_train_batch_end(
         self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        counts = images_per_loader(batch, getattr(trainer.train_dataloader, "iterables", None))
+        loaders = trainer.train_dataloader  # the loaders as given: one, a list or dict, or a CombinedLoader
+        counts = images_per_loader(batch, getattr(loaders, "iterables", loaders))
         if len(self._per_loader) != len(counts):
             self._per_loader = [0] * len(counts)
         self._per_loader = [a + b for a, b in zip(self._per_loader, counts, strict=True)]

@@ -341,6 +341,9 @@ def test_the_batch_size_finder_tries_its_sizes_at_the_final_side():
             data = TensorDataset(torch.rand(16, 3, SIDE, SIDE), torch.randint(0, 2, (16,)))
             return DataLoader(data, batch_size=self.batch_size)
 
+        def val_dataloader(self):
+            return []
+
     Net.seen = []
     finder = pl.callbacks.BatchSizeFinder(steps_per_trial=1, max_trials=2)
     trainer = pl.Trainer(

@@ -423,6 +423,7 @@ PUBLIC_NAMES = [
     "apply_affine",
     "imagenet_augment",
     "cifar_augment",
+    "random_hflip",
     "PRESETS",
     "build_augmentation",
     "preview",

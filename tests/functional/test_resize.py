@@ -97,10 +97,10 @@ def test_end_scale_ends_the_ramp_and_holds_through_the_finetune(start, end, dela
     scale = s.scale(f * 10, 10)
     assert start - 1e-12 <= scale <= end + 1e-12
     if f >= 1 - finetune:
-        assert scale == end
+        assert scale == pytest.approx(end)
     plain = ResizeSchedule(start_scale=start, delay=delay, finetune=finetune)
     if f <= delay and f < 1 - finetune:
-        assert scale == plain.scale(f * 10, 10) == start
+        assert scale == pytest.approx(plain.scale(f * 10, 10)) == pytest.approx(start)
 
 
 def test_ffcvs_192_of_224_px():
