@@ -6,9 +6,18 @@ STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
 
-.PHONY: demo test test-fast lint types wheel notebooks docs setup clean
+.PHONY: demo test test-fast lint types wheel notebooks docs setup peer-envs clean
 
 setup: $(STAMP)
+
+# The peers benchmark's environments (benchmarks/peers/envs.sh): .venv-peers (timm, fastai) for `make test`'s quick
+# run of every side; `make peer-envs` also builds .venv-composer (Composer pins torch 2.7: ~3 GB of downloads).
+PEERS := .venv-peers/.installed
+$(PEERS): benchmarks/peers/envs.sh
+	bash benchmarks/peers/envs.sh peers && touch $@
+
+peer-envs:
+	bash benchmarks/peers/envs.sh peers composer
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +27,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json --plot demo-results.png
 
-test: $(STAMP)
+test: $(STAMP) $(PEERS)
 	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake --nbmake-timeout=600 notebooks
 
 # For development: without the slow end-to-end runs, the DDP subprocesses and the notebooks (a few minutes).
@@ -51,4 +60,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) lightning_logs demo-results.json demo-results.png site dist
+	rm -rf $(VENV) .venv-peers .venv-composer .peers-work lightning_logs demo-results.json demo-results.png site dist

@@ -1,0 +1,226 @@
+"""The peers benchmark's report: the common target, times to it, ratios, the Markdown body and the plot."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from benchmarks.harness import markdown_table
+
+#: Sides that set the common target and can be the fastest peer (plain Lightning and the autocast fix never do).
+PEERS = ("timm", "fastai", "composer")
+
+
+def mean_curve(runs: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(mean training seconds, mean top-1) per validation point over a side's runs (they validate at the same
+    steps)."""
+    n = min(len(r["points"]) for r in runs)
+    return [
+        (
+            statistics.mean(r["points"][i]["train_s"] for r in runs),
+            statistics.mean(r["points"][i]["top1"] for r in runs),
+        )
+        for i in range(n)
+    ]
+
+
+def first_time(curve: list[tuple[float, float]], target: float) -> float:
+    """Training seconds of the first point at or above ``target`` (NaN if none)."""
+    return next((t for t, top1 in curve if top1 >= target - 1e-12), math.nan)
+
+
+def _sd(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per side: final top-1, times to the common target, images/s; and the ratios other tools read."""
+    by_side: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_side.setdefault(run["side"], []).append(run)
+    finals = {side: statistics.mean(r["final_top1"] for r in rs) for side, rs in by_side.items()}
+    peers = [p for p in PEERS if p in by_side]
+    target = min((finals[p] for p in peers), default=min(finals.values()))
+    sides: dict[str, Any] = {}
+    for side, rs in by_side.items():
+        times = [first_time([(p["train_s"], p["top1"]) for p in r["points"]], target) for r in rs]
+        curve = mean_curve(rs)
+        sides[side] = {
+            "runs": len(rs),
+            "seeds": [r["seed"] for r in rs],
+            "final_top1_mean": finals[side],
+            "final_top1_sd": _sd([r["final_top1"] for r in rs]),
+            "time_to_target_s": times,
+            "time_to_target_mean_s": statistics.mean(times) if not any(map(math.isnan, times)) else math.nan,
+            "mean_curve": curve,
+            "mean_curve_time_to_target_s": first_time(curve, target),
+            "images_per_s_mean": statistics.mean(r["images_per_s"] for r in rs),
+            "setup_s_mean": statistics.mean(r["setup_s"] for r in rs),
+            "train_s_mean": statistics.mean(r["train_s"] for r in rs),
+            "precision": rs[0].get("precision", ""),
+            "settings": sorted({str(r.get("settings", r.get("precision", ""))) for r in rs}),
+        }
+    ratios: dict[str, float] = {}
+    fastest = min(peers, key=lambda p: _or_inf(sides[p]["mean_curve_time_to_target_s"]), default=None)
+    if "ours" in sides and fastest is not None:
+        ours, peer = sides["ours"], sides[fastest]
+        ratios["ours_over_fastest_peer_time_to_target"] = (
+            ours["mean_curve_time_to_target_s"] / peer["mean_curve_time_to_target_s"]
+        )
+        fastest_mean = min(peers, key=lambda p: _or_inf(sides[p]["time_to_target_mean_s"]))
+        ratios["ours_over_fastest_peer_time_to_target_per_seed_mean"] = (
+            ours["time_to_target_mean_s"] / sides[fastest_mean]["time_to_target_mean_s"]
+        )
+        for p in peers:
+            ratios[f"ours_over_{p}_time_to_target"] = (
+                ours["mean_curve_time_to_target_s"] / sides[p]["mean_curve_time_to_target_s"]
+            )
+        ratios["ours_minus_best_peer_final_top1"] = ours["final_top1_mean"] - max(finals[p] for p in peers)
+    if "ours" in sides and "ours without progressive resizing" in sides:
+        ratios["without_progressive_resizing_over_ours_time_to_target"] = (
+            sides["ours without progressive resizing"]["mean_curve_time_to_target_s"]
+            / sides["ours"]["mean_curve_time_to_target_s"]
+        )
+        ratios["without_progressive_resizing_over_ours_time_to_target_per_seed_mean"] = (
+            sides["ours without progressive resizing"]["time_to_target_mean_s"] / sides["ours"]["time_to_target_mean_s"]
+        )
+    return {"target": target, "fastest_peer": fastest, "sides": sides, "ratios": ratios}
+
+
+def _or_inf(x: float) -> float:
+    return math.inf if math.isnan(x) else x
+
+
+def _s(x: float) -> str:
+    return "not reached" if math.isnan(x) else f"{x:.0f} s"
+
+
+def _x(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}x"
+
+
+ORDER = (
+    "ours",
+    "timm",
+    "fastai",
+    "composer",
+    "fastai + cpu autocast",
+    "lightning",
+    "ours without progressive resizing",
+)
+
+
+def render(
+    runs: list[dict[str, Any]], settings: dict[str, Any], skipped: dict[str, str], versions: dict[str, str], name: str
+) -> tuple[str, dict[str, Any]]:
+    """The Markdown body (linking ``<name>.png``) and the summary of a finished benchmark."""
+    summary = summarise(runs)
+    sides, target, ratios = summary["sides"], summary["target"], summary["ratios"]
+    present = [s for s in ORDER if s in sides] + sorted(set(sides) - set(ORDER))
+    rows = []
+    for side in present:
+        s = sides[side]
+        per_seed = ", ".join(_s(t) for t in s["time_to_target_s"])
+        over = (
+            "-"
+            if side == "ours" or "ours" not in sides
+            else _x(sides["ours"]["mean_curve_time_to_target_s"] / s["mean_curve_time_to_target_s"])
+        )
+        rows.append(
+            (
+                side,
+                f"{100 * s['final_top1_mean']:.1f}% +- {100 * s['final_top1_sd']:.1f}",
+                per_seed,
+                _s(s["mean_curve_time_to_target_s"]),
+                over,
+                f"{s['images_per_s_mean']:.1f}",
+                f"{s['setup_s_mean']:.0f} s",
+            )
+        )
+    fastest = summary["fastest_peer"]
+    lines = [
+        f"ResNet-18 from scratch, Imagenette: {settings['train_images']} training images (class-balanced), the whole "
+        f"validation split ({settings['val_images']} images), {settings['size']} px, batch {settings['batch_size']}, "
+        f"{settings['epochs']} epochs, SGD momentum 0.9, peak LR {settings['lr']}, weight decay "
+        f"{settings['weight_decay']}, {settings['warmup_epochs']:g}-epoch linear warmup then cosine; seeds "
+        f"{', '.join(map(str, settings['seeds']))}, the sides alternating; {settings['workers']} DataLoader "
+        "worker(s) for every side but ours (tune() chooses ours).",
+        "",
+        f"Common target: the lowest mean final top-1 among the peers, **{100 * target:.1f}%**. "
+        + (
+            f"Ours reaches it in **{_x(ratios['ours_over_fastest_peer_time_to_target'])}** the fastest peer's "
+            f"({fastest}) time on the mean curves, "
+            f"{_x(ratios['ours_over_fastest_peer_time_to_target_per_seed_mean'])} on the mean of the per-seed times."
+            if "ours_over_fastest_peer_time_to_target" in ratios
+            else ""
+        ),
+        "",
+        markdown_table(
+            (
+                "side",
+                "final top-1 (mean +- sd)",
+                "time to target, per seed",
+                "on the mean curve",
+                "ours / side",
+                "images/s",
+                "set-up before the first step",
+            ),
+            rows,
+        ),
+        "",
+        "Training seconds: wall clock from the process start (imports, tuning, compilation included), validation "
+        "excluded. images/s: training images over the seconds from the first step to the last validation point.",
+    ]
+    if "without_progressive_resizing_over_ours_time_to_target" in ratios:
+        lines += [
+            "",
+            "Progressive resizing (the ablation, the same seeds among the same runs): ours without it takes "
+            f"**{_x(ratios['without_progressive_resizing_over_ours_time_to_target'])}** ours' time to the target on "
+            f"the mean curves ({_x(ratios['without_progressive_resizing_over_ours_time_to_target_per_seed_mean'])} "
+            "on the mean of the per-seed times).",
+        ]
+    precisions = [f"{side}: {sides[side]['settings'][0]}" for side in present]
+    lines += ["", "Settings each side trained with: " + "; ".join(precisions) + "."]
+    if skipped:
+        lines += ["", "Not run here: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()) + "."]
+    if versions:
+        lines += ["", "Environments: " + "; ".join(f"`{k}`: {v}" for k, v in versions.items()) + "."]
+    lines += ["", f"![top-1 against training seconds]({name}.png)"]
+    return "\n".join(lines), summary
+
+
+COLOURS = {
+    "ours": "tab:orange",
+    "ours without progressive resizing": "tab:red",
+    "lightning": "tab:blue",
+    "timm": "tab:green",
+    "fastai": "tab:purple",
+    "fastai + cpu autocast": "tab:pink",
+    "composer": "tab:brown",
+}
+
+
+def write_plot(runs: list[dict[str, Any]], summary: dict[str, Any], path: Any) -> None:
+    """Each side's mean curve (thick) and its runs (thin), the common target as a dotted line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for side, s in summary["sides"].items():
+        colour = COLOURS.get(side)
+        for run in (r for r in runs if r["side"] == side):
+            pts = run["points"]
+            ax.plot([p["train_s"] for p in pts], [100 * p["top1"] for p in pts], "-", color=colour, alpha=0.25, lw=1)
+        curve = s["mean_curve"]
+        ax.plot([t for t, _ in curve], [100 * a for _, a in curve], "o-", ms=3, color=colour, label=side, lw=2)
+    ax.axhline(100 * summary["target"], color="grey", ls=":", lw=1, label="common target")
+    ax.set_xlabel("training seconds (wall clock from the process start, validation excluded)")
+    ax.set_ylabel("val top-1 (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
