@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -215,7 +216,11 @@ def main() -> None:
             args.from_json.stem,
             TITLE,
             body,
-            {k: v for k, v in {**data, "summary": summary, "ratios": summary["ratios"]}.items() if k != "machine"},
+            {
+                k: v
+                for k, v in {**data, "summary": json_safe(summary), "ratios": json_safe(summary["ratios"])}.items()
+                if k != "machine"
+            },
             info=data.get("machine"),
         )
         print(body)
@@ -303,8 +308,8 @@ def main() -> None:
         body,
         {
             "settings": settings,
-            "summary": summary,
-            "ratios": summary["ratios"],
+            "summary": json_safe(summary),
+            "ratios": json_safe(summary["ratios"]),
             "runs": runs,
             "skipped": skipped,
             "versions": versions,
@@ -314,6 +319,17 @@ def main() -> None:
     )
     print(body)
     print(f"wrote {path}")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN as ``None``: ``NaN`` is not JSON, and a ratio never reached has no value."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 TITLE = "Time to accuracy beside timm, fastai and Composer"
