@@ -176,7 +176,7 @@ def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int],
     from lightning_efficient.quiet import quiet_lightning
 
     # A spawned process inherits "spawn" as its start method (multiprocessing.spawn.prepare), so its DataLoader
-    # workers would each start by importing torch and Lightning again (5-7 s per loader on a 2-core CPU, inside the
+    # workers would each start by importing torch and Lightning again (seconds per loader on a small CPU, inside the
     # measured time). The run starts them as a user's script does: with the platform's default method.
     mp.set_start_method(None, force=True)
     try:
