@@ -34,7 +34,7 @@ from lightning_efficient import (
     recommended_precision,
     uint8_collate,
 )
-from lightning_efficient.app.demo import make_classifier
+from lightning_efficient.app.classifier import make_classifier
 from lightning_efficient.data import balanced_subset
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "imagenette"

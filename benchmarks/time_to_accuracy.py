@@ -1,6 +1,6 @@
 """Time to a target top-1: plain Lightning vs the efficient side, ResNet-18 on Imagenette, several seeds.
 
-The two sides are exactly the demo's (``lightning_efficient.app.demo``), each run in its own process:
+The two sides are exactly the demo's (``lightning_efficient.app.runs``), each run in its own process:
 
 * *baseline*: plain Lightning, ``32-true``, NCHW, LR schedule stepped per epoch, torchvision
   ``RandomResizedCrop`` + ``TrivialAugmentWide`` + ``ToTensor`` per image in a DataLoader worker (``--workers``,
@@ -308,7 +308,9 @@ def main() -> None:
 
     from torchvision.datasets import ImageFolder
 
-    from lightning_efficient.app.demo import DemoConfig, check_data, resolve_workers, run_in_subprocess
+    from lightning_efficient.app.config import DemoConfig, resolve_workers
+    from lightning_efficient.app.data import check_data
+    from lightning_efficient.app.runs import run_in_subprocess
     from lightning_efficient.data import balanced_subset
 
     root = check_data(args.data)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import pytorch_lightning as pl
 import torch
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import TinyClassifier
 
 import lightning_efficient as le
 
@@ -41,20 +41,12 @@ trainer:
 """
 
 
-class CLIModel(pl.LightningModule):
+class CLIModel(TinyClassifier):
     def __init__(self, lr: float = 0.05) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
-        )
-        self.lr = lr
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
+        super().__init__(lr=lr)
 
     def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=self.lr)
+        opt = super().configure_optimizers()
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1)}
 
 

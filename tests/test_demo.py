@@ -16,8 +16,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import lightning_efficient.app.demo as demo
+import lightning_efficient.app.runs as runs
 from lightning_efficient.app.cli import build_parser, main
-from lightning_efficient.app.demo import balanced_subset, check_data, digits_imagefolder, format_table
+from lightning_efficient.app.data import check_data, digits_imagefolder
+from lightning_efficient.app.table import add_time_to_target, format_table, plot_curves
+from lightning_efficient.data.samples import balanced_subset
 
 
 def _image_folder(root: Path, classes=("a", "b"), per_class=3, splits=("train", "val")) -> Path:
@@ -151,21 +154,21 @@ def test_format_table_has_ratios_and_time_to_the_baselines_top1():
         top1_curve=[(15.0, 0.3), (30.0, 0.41), (50.0, 0.42)],
     )
     results = {"baseline": base, "efficient": eff}
-    demo.add_time_to_target(results)
+    add_time_to_target(results)
     assert base["time_to_target_s"] == 100.0 and eff["time_to_target_s"] == 30.0  # first validation >= 0.4
     table = format_table(results)
     assert "2.50x" in table and "0.50x" in table and "0.30x" in table and "bf16-mixed" in table
     assert "-40.0 pt" in table and "+2.0 pt" in table  # data wait and top-1: differences, not ratios
     assert len(table.splitlines()) == 9 and "tuning (inside the wall time)" in table
     eff["top1_curve"] = [(15.0, 0.3)]
-    demo.add_time_to_target(results)
+    add_time_to_target(results)
     assert "not reached" in format_table(results)
 
 
 def test_plot_curves_writes_a_png(tmp_path):
     side = dict(val_top1=0.4, precision="32-true", top1_curve=[(1.0, 0.2), (2.0, 0.4)])
     path = tmp_path / "curves.png"
-    demo.plot_curves({"baseline": side, "efficient": dict(side, top1_curve=[(0.5, 0.3), (1.0, 0.45)])}, str(path), "t")
+    plot_curves({"baseline": side, "efficient": dict(side, top1_curve=[(0.5, 0.3), (1.0, 0.45)])}, str(path), "t")
     with Image.open(path) as img:
         assert img.format == "PNG" and img.width > 300
 
@@ -232,11 +235,11 @@ def test_the_runs_loader_workers_start_as_in_a_users_script(monkeypatch):
         def put(self, item):
             sent.append(item)
 
-    monkeypatch.setattr(demo, "run_one", lambda *args: seen.append(mp.get_start_method()) or {"wall_time_s": 1.0})
+    monkeypatch.setattr(runs, "run_one", lambda *args: seen.append(mp.get_start_method()) or {"wall_time_s": 1.0})
     before = mp.get_start_method(allow_none=True)
     mp.set_start_method("spawn", force=True)  # as in the process that run_in_subprocess starts
     try:
-        demo._child("baseline", demo.DemoConfig(data="unused"), [], [], Queue())
+        runs._child("baseline", demo.DemoConfig(data="unused"), [], [], Queue())
     finally:
         mp.set_start_method(before, force=True)
     assert seen == [mp.get_all_start_methods()[0]] and sent == [("ok", {"wall_time_s": 1.0})]
@@ -348,8 +351,6 @@ class _FakeProcess:
 
 @pytest.mark.parametrize("interrupted", [True, False])
 def test_an_interrupted_demo_stops_its_training_process(monkeypatch, interrupted):
-    from lightning_efficient.app import demo
-
     procs: list[_FakeProcess] = []
 
     class Queue:
@@ -367,11 +368,11 @@ def test_an_interrupted_demo_stops_its_training_process(monkeypatch, interrupted
             procs.append(_FakeProcess(**kwargs))
             return procs[-1]
 
-    monkeypatch.setattr(demo.mp, "get_context", lambda method: Context())
+    monkeypatch.setattr(runs.mp, "get_context", lambda method: Context())
     cfg = demo.DemoConfig(data="unused")
     if interrupted:
         with pytest.raises(KeyboardInterrupt):
-            demo.run_in_subprocess("baseline", cfg, [], [])
+            runs.run_in_subprocess("baseline", cfg, [], [])
     else:
-        assert demo.run_in_subprocess("baseline", cfg, [], []) == {"wall_time_s": 1.0}
+        assert runs.run_in_subprocess("baseline", cfg, [], []) == {"wall_time_s": 1.0}
     assert procs[0].terminated is interrupted and not procs[0].alive

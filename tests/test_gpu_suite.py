@@ -1,4 +1,4 @@
-"""benchmarks/gpu_suite.py --dry-run: the GPU suite's code paths on the CPU, so it cannot rot between GPU loans."""
+"""benchmarks/gpu_suite.py --dry-run: the GPU suite's code paths on the CPU, so it keeps working without a GPU."""
 
 from __future__ import annotations
 

@@ -10,19 +10,12 @@ import pytorch_lightning
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from trainer_helpers import TRAINER_KW
 
 from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
-from lightning_efficient.pipeline import FETCH_ACTION, watch_fetch
+from lightning_efficient.fetch_timing import FETCH_ACTION, watch_fetch
 
 PACKAGES = pytest.mark.parametrize("pl", LIGHTNING_PACKAGES, ids=lambda p: p.__name__)
-KW = dict(
-    accelerator="cpu",
-    devices=1,
-    logger=False,
-    enable_checkpointing=False,
-    enable_progress_bar=False,
-    enable_model_summary=False,
-)
 
 
 def _module(pl, scheduler=None):
@@ -64,7 +57,7 @@ def test_the_training_loop_profiles_each_fetch_under_one_action_name(pl, sized):
     """``watch_fetch`` wraps ``trainer.profiler.start/stop`` for actions ending in FETCH_ACTION: one fetch per
     training batch; for a sized loader it happens after the previous step (no prefetch), unsized one ahead."""
     data = TensorDataset(torch.ones(4, 2), torch.ones(4, 1)) if sized else Stream()
-    trainer = pl.Trainer(**KW, max_epochs=1)
+    trainer = pl.Trainer(**TRAINER_KW, max_epochs=1)
     original = trainer.profiler.start
     remove = watch_fetch(trainer, Listener())
     events.clear()
@@ -92,8 +85,8 @@ def test_clearing_the_strategys_scheduler_configs_at_fit_start_leaves_schedulers
     plateau = lambda opt: {"scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(opt), "monitor": "val_loss"}  # noqa: E731
     loader = DataLoader(TensorDataset(torch.ones(2, 2), torch.ones(2, 1)), batch_size=1)
     with pytest.raises(Exception, match="val_loss"):  # control: without clearing, Lightning fails at the epoch end
-        pl.Trainer(**KW, max_epochs=2).fit(_module(pl, plateau), loader)
-    trainer = pl.Trainer(**KW, max_epochs=2, callbacks=[Clear()])
+        pl.Trainer(**TRAINER_KW, max_epochs=2).fit(_module(pl, plateau), loader)
+    trainer = pl.Trainer(**TRAINER_KW, max_epochs=2, callbacks=[Clear()])
     trainer.fit(_module(pl, plateau), loader)
     assert trainer.current_epoch == 2 and trainer.lr_scheduler_configs == []
 

@@ -370,7 +370,7 @@ def test_quiet_lightning_drops_tips_and_harmless_warnings_and_nothing_else(pkg):
 def test_the_demo_runs_its_trainers_quietly(monkeypatch):
     from lightning_utilities.core import rank_zero
 
-    from lightning_efficient.app import demo
+    from lightning_efficient.app import runs
 
     def noisy_run(kind, cfg, train_idx, val_idx):
         warnings.warn(f"`{LEAFSPEC}` is deprecated, use ... instead.", FutureWarning, stacklevel=2)
@@ -378,14 +378,14 @@ def test_the_demo_runs_its_trainers_quietly(monkeypatch):
         warnings.warn("a warning the user needs", UserWarning, stacklevel=2)
         return {"kind": kind}
 
-    monkeypatch.setattr(demo, "run_one", noisy_run)
+    monkeypatch.setattr(runs, "run_one", noisy_run)
     results: queue.Queue = queue.Queue()
     records = _Records()
     rank_zero.log.addHandler(records)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            demo._child("efficient", None, [], [], results)
+            runs._child("efficient", None, [], [], results)
     finally:
         rank_zero.log.removeHandler(records)
     assert results.get_nowait() == ("ok", {"kind": "efficient"})

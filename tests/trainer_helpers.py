@@ -1,4 +1,5 @@
-"""Shared Trainer settings for the tests: one CPU process, nothing written, no progress output; DDP clean-up."""
+"""Shared pieces of the tests' fits: the Trainer settings (one CPU process, nothing written, no progress output),
+the tiny image classifier most fits train, and DDP clean-up."""
 
 from __future__ import annotations
 
@@ -8,16 +9,38 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from torch import nn
 
-#: ``pl.Trainer(**TRAINER_KW, ...)``: CPU, one device, no logger, checkpoints, progress bar or model summary.
-TRAINER_KW = dict(
-    accelerator="cpu",
-    devices=1,
+#: ``pl.Trainer(accelerator=..., devices=..., **QUIET_KW)``: no logger, checkpoints, progress bar or model summary.
+QUIET_KW = dict(
     logger=False,
     enable_checkpointing=False,
     enable_progress_bar=False,
     enable_model_summary=False,
 )
+
+#: ``pl.Trainer(**TRAINER_KW, ...)``: CPU, one device, and :data:`QUIET_KW`.
+TRAINER_KW = dict(accelerator="cpu", devices=1, **QUIET_KW)
+
+
+class TinyClassifier(pl.LightningModule):
+    """conv(3 -> ``width``, 3x3, padding 1) -> ReLU -> global average pool -> Linear(``width``, 2) in ``self.net``;
+    cross-entropy on ``(images, targets)`` batches; plain SGD at ``lr``. Tests subclass it to record what they check.
+    """
+
+    def __init__(self, width: int = 8, lr: float = 0.01) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 2)
+        )
+        self.lr = lr
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
 def _destroy_process_group() -> None:

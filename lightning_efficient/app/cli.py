@@ -181,7 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``lightning-efficient`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from lightning_efficient.app.demo import DemoConfig, UsageError, run_demo_with_fallback
+        from lightning_efficient.app.config import DemoConfig, UsageError
+        from lightning_efficient.app.demo import run_demo_with_fallback
 
         cfg = DemoConfig(
             data=args.data or "",
@@ -206,7 +207,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
             return 130
     elif args.command == "tune":
-        from lightning_efficient.app.demo import UsageError
+        from lightning_efficient.app.config import UsageError
         from lightning_efficient.app.tune_cli import run
         from lightning_efficient.quiet import quiet_lightning
 

@@ -16,7 +16,8 @@ def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers
     from torch.utils.data import DataLoader
 
     from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, tune, uint8_collate
-    from lightning_efficient.app.demo import UsageError, make_classifier, resolve_workers
+    from lightning_efficient.app.classifier import make_classifier
+    from lightning_efficient.app.config import UsageError, resolve_workers
     from lightning_efficient.data.samples import repeated_batch
     from lightning_efficient.precision import recommended_precision
 
@@ -67,7 +68,7 @@ def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers
 
 def check_out(out: Any) -> None:
     """Raise UsageError where ``--out`` cannot be written: a folder, or a file in a folder that does not exist."""
-    from lightning_efficient.app.demo import UsageError
+    from lightning_efficient.app.config import UsageError
 
     if not out:
         return

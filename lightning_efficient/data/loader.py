@@ -54,9 +54,9 @@ def suggest_loader_kwargs(
       hand-off); 0 when a process has < 2 cores (workers would only compete with the main process).
     * ``num_workers`` when training on the CPU: the training step's own threads use every core of its process, so
       each worker takes cores from it: ``min(max_workers, cpus // processes_per_node // 4)``, 0 up to 3 cores per
-      process. Measured on a 2-core CPU (three runs of ``benchmarks/tune.py``'s referee, separate fits): at each
-      model's fastest settings 0 workers trained at 0.96-1.25x the images/s of 1 worker, 1.08x in the median, for
-      ResNet-18, ResNet-50, MobileNetV3-Large and the demo model; the quarter above 3 cores is not measured.
+      process. On a 2-core CPU, 0 workers trains about as fast as 1 worker or faster at each model's fastest
+      settings (``benchmarks/tune.py``'s referee, separate fits: ``benchmarks/results/tune.md``); the quarter above
+      3 cores is a rule of thumb, not measured.
       :func:`~lightning_efficient.tune` measures the worker count where its budget allows.
     * ``pin_memory = cuda``: page-locked host buffers make host-to-GPU copies faster and allow non-blocking
       transfer; useless (and it costs locked RAM) without CUDA.

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import destroy_process_group_at_exit
+from trainer_helpers import QUIET_KW, destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.functional.layout import is_channels_last
@@ -75,10 +75,7 @@ def main(out_dir: Path) -> None:
         limit_val_batches=1,
         num_sanity_val_steps=0,
         callbacks=[ChannelsLast()],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
     )
     trainer.fit(model, DataLoader(data, batch_size=4), DataLoader(data, batch_size=4))
     rank = trainer.global_rank

@@ -9,27 +9,13 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import destroy_process_group_at_exit
+from trainer_helpers import QUIET_KW, TinyClassifier, destroy_process_group_at_exit
 
 from lightning_efficient import EfficiencyReport
 
 
-class TinyNet(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
-        )
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
-
+class TinyNet(TinyClassifier):
     def train_dataloader(self):
         g = torch.Generator().manual_seed(0)
         return DataLoader(
@@ -46,10 +32,7 @@ if __name__ == "__main__":
         accelerator="cpu",
         devices=2,
         strategy="ddp",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
         callbacks=[report],
     )
     trainer.fit(TinyNet())

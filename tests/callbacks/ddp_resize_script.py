@@ -12,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import destroy_process_group_at_exit
+from trainer_helpers import QUIET_KW, destroy_process_group_at_exit
 
 from lightning_efficient import ProgressiveResize
 
@@ -40,10 +40,7 @@ if __name__ == "__main__":
         devices=2,
         strategy="ddp",
         max_epochs=4,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
         callbacks=[ProgressiveResize(min_side=0)],
     )
     trainer.fit(model, DataLoader(data, batch_size=2))

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import destroy_process_group_at_exit
+from trainer_helpers import QUIET_KW, destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 
@@ -58,9 +58,6 @@ if __name__ == "__main__":
         strategy="ddp",
         max_epochs=3,
         callbacks=[StepwiseLR(), Save(sys.argv[1])],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
     )
     trainer.fit(Net())

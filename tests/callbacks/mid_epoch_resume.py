@@ -16,6 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import QUIET_KW, destroy_process_group_at_exit
 
 import lightning_efficient as le
 
@@ -69,10 +70,7 @@ def fit(devices: int, accumulate: int, root: Path, ckpt: Path | None = None, sav
         **ddp,
         max_epochs=EPOCHS,
         accumulate_grad_batches=accumulate,
-        logger=False,
-        enable_checkpointing=saver,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **{**QUIET_KW, "enable_checkpointing": saver},
         callbacks=callbacks,
         default_root_dir=root,
     )
@@ -89,8 +87,6 @@ def both(devices: int, accumulate: int, root: Path) -> tuple[list, list]:
 
 
 if __name__ == "__main__":
-    from trainer_helpers import destroy_process_group_at_exit
-
     destroy_process_group_at_exit()
     out, devices, accumulate = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     full, _ = fit(devices, accumulate, out / "full", saver=True)

@@ -13,9 +13,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import TRAINER_KW
+from trainer_helpers import TRAINER_KW, TinyClassifier
 
 import lightning_efficient as le
 
@@ -23,18 +22,14 @@ import lightning_efficient as le
 pytestmark = pytest.mark.filterwarnings("ignore:The dirpath has changed")
 
 
-class Net(pl.LightningModule):
+class Net(TinyClassifier):
     def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
-        )
+        super().__init__(width=4)
         self.seen: list[torch.Tensor] = []
 
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        self.seen.append(x.detach().clone())
-        return nn.functional.cross_entropy(self.net(x), y)
+        self.seen.append(batch[0].detach().clone())
+        return super().training_step(batch, batch_idx)
 
     def configure_optimizers(self):
         opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)

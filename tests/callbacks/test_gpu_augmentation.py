@@ -11,7 +11,7 @@ import torch
 from pytorch_lightning.loggers import CSVLogger, Logger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from trainer_helpers import DestroyProcessGroupAtExit
+from trainer_helpers import TRAINER_KW, DestroyProcessGroupAtExit
 
 from lightning_efficient.callbacks.gpu_augmentation import (
     IMAGENET_MEAN,
@@ -80,16 +80,7 @@ class Recorder(pl.LightningModule):
 
 
 def _trainer(cb, **kwargs) -> pl.Trainer:
-    defaults = dict(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=1,
-    )
+    defaults = dict(TRAINER_KW, max_epochs=1, num_sanity_val_steps=1)
     defaults.update(kwargs)
     return pl.Trainer(callbacks=[cb] if cb is not None else [], **defaults)
 

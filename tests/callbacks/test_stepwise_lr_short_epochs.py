@@ -27,22 +27,13 @@ from pytorch_lightning.demos.boring_classes import BoringModel
 from torch import nn
 from torch.optim import lr_scheduler as L
 from torch.utils.data import DataLoader, IterableDataset, Sampler, TensorDataset
-from trainer_helpers import ddp_script_env, destroy_process_group_at_exit
+from trainer_helpers import TRAINER_KW, ddp_script_env, destroy_process_group_at_exit
 
 from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.functional import schedules as F
 from lightning_efficient.progress import epoch_position, fractional_epoch, planned_steps_per_epoch
 
-KW = {
-    "accelerator": "cpu",
-    "devices": 1,
-    "logger": False,
-    "enable_checkpointing": False,
-    "enable_progress_bar": False,
-    "enable_model_summary": False,
-    "num_sanity_val_steps": 0,
-    "log_every_n_steps": 1,
-}
+KW = {**TRAINER_KW, "num_sanity_val_steps": 0, "log_every_n_steps": 1}
 
 
 def step10(opt):

@@ -13,8 +13,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from PIL import Image
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import QUIET_KW, TinyClassifier
 
 import lightning_efficient as le
 from lightning_efficient.data import EncodedImages, decode_batch
@@ -44,12 +44,9 @@ def _encoded_batch(root: Path, size: int = 32) -> EncodedImages:
     return images
 
 
-class TinyNet(pl.LightningModule):
+class TinyNet(TinyClassifier):
     def __init__(self, steps_per_epoch: int = 4, epochs: int = 3) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)
-        )
+        super().__init__(lr=0.1)
         self.epochs = epochs
         self.lrs: list[float] = []
         self.seen: list[tuple[torch.dtype, bool, str]] = []
@@ -58,10 +55,10 @@ class TinyNet(pl.LightningModule):
         x, y = batch
         self.seen.append((x.dtype, is_channels_last(x), x.device.type))
         self.lrs.append(self.trainer.optimizers[0].param_groups[0]["lr"])
-        return nn.functional.cross_entropy(self.net(x), y)
+        return super().training_step(batch, batch_idx)
 
     def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        opt = super().configure_optimizers()
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.epochs)}
 
 
@@ -71,10 +68,7 @@ def _trainer(precision: str, callbacks: list, epochs: int = 3) -> pl.Trainer:
         devices=1,
         precision=precision,
         max_epochs=epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
         num_sanity_val_steps=0,
         callbacks=callbacks,
     )

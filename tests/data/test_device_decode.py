@@ -18,6 +18,7 @@ from image_helpers import gradient_image as _gradient
 from image_helpers import mad as _mad
 from PIL import Image
 from torch.utils.data import DataLoader
+from trainer_helpers import QUIET_KW
 
 from lightning_efficient import FastImageFolder, GPUDecode, uint8_collate
 from lightning_efficient.data import EncodedImages, ImageDecodeError, decode_batch
@@ -172,10 +173,7 @@ def test_gpudecode_callback_in_a_trainer_on_cpu():
     trainer = pl.Trainer(
         accelerator="cpu",
         max_steps=3,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        **QUIET_KW,
         callbacks=[callback],
     )
     with warnings.catch_warnings(record=True) as caught:
