@@ -111,8 +111,11 @@ def skip_reason(side: Side) -> str | None:
     return None
 
 
-def prepare_data(data: Path, size: int, train_images: int, work: Path) -> tuple[Path, Path]:
-    """The training subset's list and the validation split decoded at ``size`` px (cached in ``work``)."""
+def prepare_data(
+    data: Path, size: int, train_images: int, work: Path, val_images: int | None = None
+) -> tuple[Path, Path]:
+    """The training subset's list and the validation split decoded at ``size`` px (cached in ``work``); with
+    ``val_images``, a class-balanced subset of that many validation images (``--quick``)."""
     import numpy as np
     from PIL import Image
     from torchvision.datasets import ImageFolder
@@ -132,15 +135,17 @@ def prepare_data(data: Path, size: int, train_images: int, work: Path) -> tuple[
             }
         )
     )
-    val_file = work / f"val-{size}px.npz"
+    val_file = work / f"val-{size}px{'' if val_images is None else f'-{val_images}'}.npz"
     if not val_file.exists():
         val = ImageFolder(data / "val")
-        print(f"decoding the validation split ({len(val.samples)} images) at {size} px ...", flush=True)
-        images = np.empty((len(val.samples), size, size, 3), np.uint8)
-        for i, (path, _) in enumerate(val.samples):
+        keep = range(len(val.samples)) if val_images is None else balanced_subset(val.targets, val_images, 0)
+        samples = [val.samples[i] for i in keep]
+        print(f"decoding the validation split ({len(samples)} images) at {size} px ...", flush=True)
+        images = np.empty((len(samples), size, size, 3), np.uint8)
+        for i, (path, _) in enumerate(samples):
             with Image.open(path) as img:
                 images[i] = np.asarray(img.convert("RGB").resize((size, size), Image.Resampling.BILINEAR))
-        np.savez(val_file, images=images, labels=np.asarray(val.targets, np.int64))
+        np.savez(val_file, images=images, labels=np.asarray([label for _, label in samples], np.int64))
     return train_list, val_file
 
 
@@ -244,7 +249,9 @@ def main() -> None:
     skipped = {s.name: reason for s in sides if (reason := skip_reason(s))}
     sides = [s for s in sides if s.name not in skipped]
     seeds = [int(s) for s in args.seeds.split(",")]
-    train_list, val_file = prepare_data(data, args.size, args.train_images, args.work)
+    train_list, val_file = prepare_data(
+        data, args.size, args.train_images, args.work, val_images=100 if args.quick else None
+    )
     ours = json.loads(args.ours) if args.ours else {}
     settings = {
         "data": str(data),
