@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
 
-.PHONY: demo test test-fast lint types wheel notebooks docs setup peer-envs clean
+.PHONY: demo test test-fast lint types wheel notebooks docs docs-check setup peer-envs clean
 
 setup: $(STAMP)
 
@@ -59,5 +59,12 @@ notebooks: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
+# The built site read as a reader sees it: every page in headless Chromium at 1280 px, failing on any code block
+# or table wider than its column (docs/check_layout.py; screenshots of a few pages in site-shots/). Needs
+# playwright (the docs-check extra, installed here) and a system Chromium: apt-get install chromium-headless-shell.
+docs-check: docs
+	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -e ".[docs-check]"
+	$(PY) docs/check_layout.py --site site --shots site-shots
+
 clean:
-	rm -rf $(VENV) .venv-peers .venv-composer .peers-work lightning_logs demo-results.json demo-results.png site dist
+	rm -rf $(VENV) .venv-peers .venv-composer .peers-work lightning_logs demo-results.json demo-results.png site site-shots dist
