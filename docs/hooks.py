@@ -4,8 +4,12 @@
   ``notebooks/*.ipynb`` (rendered by mkdocs-jupyter with their stored outputs) to the site from where they live
   in the repository, so they are never duplicated under ``docs/`` in git; and checks that every public name of
   ``lightning_efficient.__all__`` has an API entry (``::: lightning_efficient.<name>`` in ``docs/api/*.md``).
+- ``on_config``: the package version (``lightning_efficient.__version__``, read without importing) in the site name.
+- ``on_files`` also adds ``CHANGELOG.md`` as the page ``changelog.md``.
 - ``on_page_markdown``: a note on each results page saying which repository file it is; nested lists indented
-  by 2 spaces (as GitHub reads them) made readable for Python-Markdown.
+  by 2 spaces (as GitHub reads them) made readable for Python-Markdown; the project's own goals ("Target: ...
+  <= 0.7x", a "target met" column, "The main job" in a title) left out of the results pages, which are for
+  users; the changelog's links to results files pointed at their pages.
 - ``on_page_content``: removes the CDN scripts (MathJax, Mermaid) that nbconvert's template adds to every
   notebook page (the notebooks use neither), and rebuilds a notebook page's table of contents from its headings.
 - ``on_post_build``: fails the build (a warning, under ``--strict``) if any built page or stylesheet still
@@ -33,6 +37,17 @@ API_DIR = Path(__file__).resolve().parent / "api"
 
 RESULT_SUFFIXES = {".md", ".png", ".svg", ".jpg", ".json"}
 NOT_DOCUMENTED = {"__version__"}  # in __all__, but not an object with a docstring
+CHANGELOG = ROOT / "CHANGELOG.md"
+
+
+def _version() -> str:
+    match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", PACKAGE_INIT.read_text(encoding="utf-8"), re.MULTILINE)
+    return match.group(1) if match else "unknown"
+
+
+def on_config(config):
+    config.site_name = f"{config.site_name} {_version()}"
+    return config
 
 
 def _add(files: Files, config, src_uri: str, path: Path) -> None:
@@ -80,13 +95,45 @@ def on_files(files: Files, config) -> Files:
             _add(files, config, f"benchmarks/{path.relative_to(RESULTS).as_posix()}", path)
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         _add(files, config, f"notebooks/{path.name}", path)
+    files.append(File.generated(config, "changelog.md", abs_src_path=str(CHANGELOG)))
     _check_api_coverage()
     return files
 
 
+# The project's own goals in the results files (for its developers, not for users of the site).
+_DEV_GOALS = [
+    (re.compile(r"^# The main job: ", re.MULTILINE), "# "),
+    (re.compile(r" Target: efficient/baseline <= .*$", re.MULTILINE), ""),
+    (re.compile(r"^Target: FastImageFolder >= [^\n]*:$", re.MULTILINE), "The measurements:"),
+    (re.compile(r" \(goal: <= [^)]*\)"), ""),
+]
+
+
+def _drop_column(markdown: str, header: str) -> str:
+    """Tables without the column titled ``header``."""
+    out, index = [], None
+    for line in markdown.split("\n"):
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            if index is None and header in [c.strip() for c in cells]:
+                index = [c.strip() for c in cells].index(header)
+            if index is not None and len(cells) > index:
+                del cells[index]
+                line = "|" + "|".join(cells) + "|"
+        else:
+            index = None
+        out.append(line)
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     src = page.file.src_uri
+    if src == "changelog.md":
+        return markdown.replace("](benchmarks/results/", "](benchmarks/")
     if src.startswith("benchmarks/") and src != "benchmarks/index.md":
+        for pattern, repl in _DEV_GOALS:
+            markdown = pattern.sub(repl, markdown)
+        markdown = _drop_column(markdown, "target met")
         name = src.split("/", 1)[1]  # e.g. "tune.md" or "gpu/input_pipeline.md"
         raw = Path(name).with_suffix(".json")
         data = f" Raw figures: [{raw.name}]({raw.name})." if (RESULTS / raw).is_file() else ""
