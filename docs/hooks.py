@@ -11,7 +11,8 @@
   <= 0.7x", a "target met" column, "The main job" in a title) left out of the results pages, which are for
   users; the changelog's links to results files pointed at their pages.
 - ``on_page_content``: removes the CDN scripts (MathJax, Mermaid) that nbconvert's template adds to every
-  notebook page (the notebooks use neither), and rebuilds a notebook page's table of contents from its headings.
+  notebook page (the notebooks use neither), rebuilds a notebook page's table of contents from its headings,
+  adds a download link to the ``.ipynb`` under its title, and halves the notebook's weight in the search.
 - ``on_post_build``: fails the build (a warning, under ``--strict``) if any built page or stylesheet still
   loads a script, stylesheet, font or image from the network, so the site keeps working offline.
 """
@@ -200,6 +201,16 @@ def on_page_content(html: str, page, config, files) -> str:
         for pattern in _CDN_BLOCKS:
             html = pattern.sub("", html)
         page.toc = _notebook_toc(html)
+        # a download link under the notebook's title (the .ipynb is copied beside the page)
+        name = Path(page.file.src_uri).name
+        link = (
+            f'<p class="le-download"><a href="{name}" download>Download this notebook ({name})</a>: '
+            f"run it from the clone's <code>notebooks/</code> folder.</p>"
+        )
+        head, sep, rest = html.partition("</h1>")
+        html = head + sep + link + rest if sep else link + html
+        # Material's search: notebook cells below the guide and API pages that explain the same names
+        page.meta["search"] = {"boost": 0.5}
     return html
 
 
