@@ -26,8 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from lightning_efficient.data import samples
-from lightning_efficient.data.samples import balanced_subset
+from lightning_efficient.data import balanced_subset
 
 #: ``--image-size`` when not given, with ``--data`` and for scikit-learn's digits (8x8 scans upsampled to it, so
 #: that the demo's images are as large in pixels as real ones and the practices matter).
@@ -140,8 +139,10 @@ def check_images(paths: list[str]) -> None:
 # --------------------------------------------------------------------------------------------- fallback data
 def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
     """:func:`lightning_efficient.data.digits_imagefolder`, with a missing scikit-learn as a one-line UsageError."""
+    from lightning_efficient.data import digits_imagefolder as scanned_digits
+
     try:
-        return samples.digits_imagefolder(root, size)
+        return scanned_digits(root, size)
     except ModuleNotFoundError as err:
         if err.name != "sklearn":
             raise
@@ -376,7 +377,7 @@ def resolve_workers(workers: Optional[int]) -> int:
     """``workers`` (0 included: no worker processes), or for ``None`` ("auto") the DataLoader workers
     :func:`suggest_loader_kwargs` recommends here (training on a GPU: one per CPU core, less one; on the CPU: a
     quarter of the cores, none up to 3)."""
-    from lightning_efficient.data.loader import suggest_loader_kwargs
+    from lightning_efficient import suggest_loader_kwargs
 
     if workers is None:
         return suggest_loader_kwargs().kwargs["num_workers"]
@@ -384,7 +385,7 @@ def resolve_workers(workers: Optional[int]) -> int:
 
 
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
-    from lightning_efficient.quiet import quiet_lightning
+    from lightning_efficient import quiet_lightning
 
     # A spawned process inherits "spawn" as its start method (multiprocessing.spawn.prepare), so its DataLoader
     # workers would each start by importing torch and Lightning again (5-7 s per loader on a 2-core CPU, inside the
@@ -536,7 +537,7 @@ def run_demo(
     if reports:
         for kind in ("baseline", "efficient"):
             print(f"\n[{kind}] {results[kind]['report']}")
-    from lightning_efficient.precision import cpu_has_native_bf16
+    from lightning_efficient import cpu_has_native_bf16
 
     kind = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     print(
