@@ -60,8 +60,8 @@ with keep_lightning_logging():
     from lightning_efficient.pipeline import BatchPipeline, get_pipeline
     from lightning_efficient.precision import cpu_has_native_bf16, explain_precision, recommended_precision
     from lightning_efficient.recipe import recipe
-    from lightning_efficient.tune_result import TuneResult
-    from lightning_efficient.tuner import tune
+    from lightning_efficient.tuning.result import TuneResult
+    from lightning_efficient.tuning.tuner import tune
 
 __version__ = "0.2.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 
