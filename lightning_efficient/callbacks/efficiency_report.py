@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, Hashable, Optional, Union
+from typing import Any, Optional, Union
 
 import pytorch_lightning as pl
 import torch
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
+from lightning_efficient.callbacks.base import Callback
 from lightning_efficient.callbacks.report_facts import (
     collect_facts,
     first_image_channels_last,
     gather,
     images_per_loader,
     memory_text,
+    step_label,
+    working_between_steps,
 )
-from lightning_efficient.callbacks.roles import Role, role
 from lightning_efficient.functional.checklist import Check, checklist
 from lightning_efficient.functional.measurement import Measurement, process_rss_bytes
 from lightning_efficient.functional.run_facts import verdict
@@ -142,7 +142,7 @@ class EfficiencyReport(Callback):
         if len(self._per_loader) != len(counts):
             self._per_loader = [0] * len(counts)
         self._per_loader = [a + b for a, b in zip(self._per_loader, counts, strict=True)]
-        self._timeline.batch_ended(sum(counts), label=self._label(trainer))
+        self._timeline.batch_ended(sum(counts), label=step_label(trainer))
         if self._cuda:  # the caching allocator's statistics: a host-side read, no synchronisation
             self.timer.peak_memory_bytes = torch.cuda.max_memory_allocated(pl_module.device)
         else:
@@ -158,15 +158,9 @@ class EfficiencyReport(Callback):
         self._detach()
         cuda_clock = isinstance(self._timeline.clock, CudaEventClock)
         self._figures = gather(trainer, pl_module, self.timer, self._per_loader, cuda_clock)
-        package = next((p for p in LIGHTNING_PACKAGES if isinstance(trainer, p.Trainer)), pl)
-        # Trainer.callbacks: assigned by Lightning's _CallbackConnector, not declared on the class
-        callbacks = trainer.callbacks  # type: ignore[attr-defined]
-        busy = [type(c).__name__ for c in callbacks if role(c, package) in (Role.WRITES, Role.LOGS, Role.STOPS)]
+        busy = working_between_steps(trainer)
         self._between = f" (callbacks that work between steps: {', '.join(busy)})" if busy else ""
-        facts = collect_facts(trainer, pl_module, self._inputs_channels_last, self.tuned)
-        by_side = [(s, m.images_per_s) for s, m in self.timer.by_label().items() if isinstance(s, int)]
-        if facts.image_side is not None:  # ProgressiveResize: the steps labelled by their side, one clock
-            facts.images_per_s_by_side = tuple(sorted((s, r) for s, r in by_side if math.isfinite(r)))
+        facts = collect_facts(trainer, pl_module, self._inputs_channels_last, self.tuned, self.timer)
         self._checks = checklist(facts, self._figures["data_wait_share"])
         self._hints = tune_hints(facts, self._figures["data_wait_share"])
         if self.verbose and trainer.is_global_zero:
@@ -224,16 +218,6 @@ class EfficiencyReport(Callback):
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- helpers
-    @staticmethod
-    def _label(trainer: "pl.Trainer") -> Optional[Hashable]:
-        """The label of this step in the measurement: the first ``efficiency_label()`` a callback gives (e.g.
-        ProgressiveResize's image side), else ``None``."""
-        for callback in trainer.callbacks:  # type: ignore[attr-defined]
-            label = getattr(callback, "efficiency_label", None)
-            if callable(label):
-                return label()
-        return None
-
     def _make_clock(self) -> Clock:
         if not isinstance(self.clock, str):
             return self.clock

@@ -5,13 +5,16 @@ images of each training loader (:func:`images_per_loader`). The callback only wi
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
+import pytorch_lightning
 import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
+from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
+from lightning_efficient.callbacks.roles import Role, role
 from lightning_efficient.data.decode import is_pillow_simd
 from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
 from lightning_efficient.functional.batch import map_tensors
@@ -78,10 +81,14 @@ def gather(
     }
 
 
-def collect_facts(trainer: Any, pl_module: Any, inputs_channels_last: Optional[bool], tuned: Any) -> RunFacts:
+def collect_facts(
+    trainer: Any, pl_module: Any, inputs_channels_last: Optional[bool], tuned: Any, measurement: Measurement
+) -> RunFacts:
     """What the run did (:class:`~lightning_efficient.functional.run_facts.RunFacts`): observed on the Trainer,
     the module and the training loader, then what each callback reports itself (``efficiency_facts()``);
-    ``tuned``: the TuneResult the run's settings come from, else the store's latest for this model."""
+    ``tuned``: the TuneResult the run's settings come from, else the store's latest for this model. Under
+    ProgressiveResize the images/s per side are ``measurement``'s, its steps labelled by side
+    (:func:`step_label`): the same clock as every other figure of the report."""
     accelerator = pl_module.device.type
     convs = [
         p
@@ -124,7 +131,28 @@ def collect_facts(trainer: Any, pl_module: Any, inputs_channels_last: Optional[b
         facts = getattr(callback, "efficiency_facts", None)
         if callable(facts):
             observed.update(facts())
+    if observed.get("image_side") is not None:  # ProgressiveResize: its steps labelled by side
+        rates = [(side, m.images_per_s) for side, m in measurement.by_label().items() if isinstance(side, int)]
+        observed["images_per_s_by_side"] = tuple(sorted((s, r) for s, r in rates if math.isfinite(r)))
     return RunFacts(**observed)
+
+
+def step_label(trainer: Any) -> Optional[Hashable]:
+    """The label of a training step in EfficiencyReport's measurement: the first ``efficiency_label()`` a
+    callback gives (ProgressiveResize: the step's image side), else ``None``."""
+    for callback in trainer.callbacks:
+        label = getattr(callback, "efficiency_label", None)
+        if callable(label):
+            return label()
+    return None
+
+
+def working_between_steps(trainer: Any) -> list[str]:
+    """The names of the run's callbacks that work between steps (they write, log or stop: :class:`Role`), the
+    report's "other" share."""
+    package = next((p for p in LIGHTNING_PACKAGES if isinstance(trainer, p.Trainer)), pytorch_lightning)
+    busy = (Role.WRITES, Role.LOGS, Role.STOPS)
+    return [type(c).__name__ for c in trainer.callbacks if role(c, package) in busy]
 
 
 def memory_text(figures: dict[str, Any], cuda: bool) -> str:

@@ -120,15 +120,15 @@ class Measurement:
 
     def select(self, label: Optional[Hashable]) -> "Measurement":
         """The steps labelled ``label``, as a measurement of their own."""
-        out = Measurement(peak_memory_bytes=self.peak_memory_bytes)
-        for i, mine in enumerate(self.labels):
-            if mine == label:
-                out.add(self.waits[i], self.transforms[i], self.computes[i], self.images[i], self.others[i], mine)
-        return out
+        return self.by_label().get(label) or Measurement(peak_memory_bytes=self.peak_memory_bytes)
 
     def by_label(self) -> dict[Optional[Hashable], "Measurement"]:
-        """One measurement per label, in the order the labels first appeared."""
-        return {label: self.select(label) for label in dict.fromkeys(self.labels)}
+        """One measurement per label (of the steps with that label), in the order the labels first appeared."""
+        out: dict[Optional[Hashable], Measurement] = {}
+        for i, label in enumerate(self.labels):
+            part = out.setdefault(label, Measurement(peak_memory_bytes=self.peak_memory_bytes))
+            part.add(self.waits[i], self.transforms[i], self.computes[i], self.images[i], self.others[i], label)
+        return out
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows())
