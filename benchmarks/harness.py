@@ -91,23 +91,29 @@ def interleave(
 
 
 class StepClock(pl.Callback):
-    """Per training step: seconds, data-wait seconds and samples, from the package's step timeline (the one
+    """Per training step: seconds, data-wait seconds and samples, in the package's one measurement record
+    (:class:`~lightning_efficient.functional.measurement.Measurement`) fed by its step timeline (the one
     EfficiencyReport and tune() use: data wait around the fetch in host time; the step by host time on the CPU,
     CUDA events on a GPU, read at the end of fit, so nothing synchronizes while training runs)."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[float, float, int]] = []
+        from lightning_efficient.functional.measurement import Measurement
 
-    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = 0.0) -> None:
-        self.rows.append((data_wait_s + transform_s + compute_s + other_s, data_wait_s, samples))
+        self.measurement = Measurement()
+
+    @property
+    def rows(self) -> list[tuple[float, float, int]]:
+        """Per step: ``(seconds, data-wait seconds, images)``."""
+        return list(self.measurement.rows())
 
     def on_fit_start(self, trainer, pl_module) -> None:
+        from lightning_efficient.fetch_timing import watch_fetch
+        from lightning_efficient.functional.measurement import Measurement
         from lightning_efficient.functional.timing import CudaEventClock, HostClock, StepTimeline
-        from lightning_efficient.pipeline import watch_fetch
 
-        self.rows = []
+        self.measurement = Measurement()
         clock = CudaEventClock() if pl_module.device.type == "cuda" else HostClock()
-        self.timeline = StepTimeline(clock, self)  # type: ignore[arg-type]
+        self.timeline = StepTimeline(clock, self.measurement)
         self._unwatch = watch_fetch(trainer, self.timeline)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:

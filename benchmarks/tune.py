@@ -128,8 +128,9 @@ def main() -> None:
         args.batch_size, args.rounds, args.warmup, args.steps = 4, 2, 1, 2
 
     from lightning_efficient import recommended_precision, tune
-    from lightning_efficient.functional.tuning import Candidate, bounds
     from lightning_efficient.quiet import no_lightning_info, quiet_lightning
+    from lightning_efficient.tuning.policy import bounds
+    from lightning_efficient.tuning.records import Candidate
 
     rows, data = [], {"args": vars(args), "models": {}}
     with tempfile.TemporaryDirectory() as tmp, quiet_lightning(), no_lightning_info():

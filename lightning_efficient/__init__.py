@@ -19,7 +19,10 @@ Public API:
 - :class:`FastImageFolder`: ImageFolder-compatible dataset yielding fixed-size ``uint8`` ``[3, H, W]`` tensors.
 - :func:`recommended_precision`: Lightning's precision string for this hardware.
 - :func:`recipe`: ``Trainer`` keyword arguments with all of the above.
-- :func:`doctor_report`: the environment checks of ``lightning-efficient doctor``, as text.
+- :func:`doctor_report`: the environment checks of ``lightning-efficient doctor``, as text;
+  :func:`cpu_has_native_bf16`: whether this CPU runs bf16 natively (AVX512-BF16 or AMX).
+- :func:`quiet_lightning`: a context in which Lightning's tips and known-harmless warnings are silenced (the
+  command-line app's runs and tune()'s fits use it; your own fits are never silenced).
 - :func:`tune` / :class:`TuneResult`: measure which settings (precision, channels_last, torch.compile,
   ``num_workers``) train your model fastest here; ``recipe(tune=result)`` applies the choice.
 """
@@ -39,7 +42,7 @@ except (ImportError, RuntimeError, OSError) as _err:
 
 # First, before anything imports Lightning: the imports below import both Lightning packages, and each re-points the
 # rank-zero logger they share; keep_lightning_logging leaves Lightning's logging as the user's imports set it.
-from lightning_efficient.quiet import keep_lightning_logging
+from lightning_efficient.quiet import keep_lightning_logging, quiet_lightning
 
 with keep_lightning_logging():
     from lightning_efficient.callbacks.channels_last import ChannelsLast
@@ -55,10 +58,10 @@ with keep_lightning_logging():
     from lightning_efficient.functional.augment import preview
     from lightning_efficient.functional.schedules import plot_schedule, register_schedule, warmup_cosine
     from lightning_efficient.pipeline import BatchPipeline, get_pipeline
-    from lightning_efficient.precision import explain_precision, recommended_precision
+    from lightning_efficient.precision import cpu_has_native_bf16, explain_precision, recommended_precision
     from lightning_efficient.recipe import recipe
-    from lightning_efficient.tune_result import TuneResult
-    from lightning_efficient.tuner import tune
+    from lightning_efficient.tuning.result import TuneResult
+    from lightning_efficient.tuning.tuner import tune
 
 __version__ = "0.2.0"  # the one place: pyproject.toml reads it ([tool.setuptools.dynamic]); keep it a literal
 
@@ -76,10 +79,12 @@ __all__ = [
     "StepwiseLR",
     "TuneResult",
     "doctor_report",
+    "cpu_has_native_bf16",
     "explain_precision",
     "get_pipeline",
     "pil_flavour",
     "preview",
+    "quiet_lightning",
     "recipe",
     "plot_schedule",
     "recommended_precision",

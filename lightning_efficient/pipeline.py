@@ -58,7 +58,7 @@ __all__ = [
     "STAGE_KINDS",
     "BatchPipeline",
     "BatchTransform",
-    "Clock",
+    "StageTimer",
     "Stage",
     "add_stage",
     "get_pipeline",
@@ -80,8 +80,10 @@ _ATTR = "_lightning_efficient_batch_pipeline"
 _BASE_MODULES = ("pytorch_lightning.core.hooks", "lightning.pytorch.core.hooks")
 
 
-class Clock(Protocol):
-    """What :meth:`BatchPipeline.add_clock` accepts: ``start()`` before and ``stop()`` after a run of stages."""
+class StageTimer(Protocol):
+    """What :meth:`BatchPipeline.add_clock` accepts: ``start()`` before and ``stop()`` after a run of stages (a
+    :class:`~lightning_efficient.functional.timing.StepTimeline`, which takes its marks from its
+    :class:`~lightning_efficient.functional.timing.Clock`, the package's one clock protocol)."""
 
     def start(self) -> None: ...
 
@@ -154,7 +156,7 @@ class BatchPipeline:
         user_hook: the hook that was in place before (the user's override, or Lightning's identity).
         seconds: host seconds (``time.perf_counter``) spent in the stages so far, summed over all batches;
             excludes the user's hook. On CUDA the stages mostly enqueue kernels, so this is launch time unless a
-            stage synchronises; attach a :class:`Clock` for device time.
+            stage synchronises; attach a :class:`StageTimer` for device time.
         batches: batches that went through the wrapped hook.
         image_scale: the side of the current batch's images over their final side, set by a ``"resize"`` stage
             (:class:`~lightning_efficient.ProgressiveResize`) for each training batch, 1.0 otherwise: later stages
@@ -167,7 +169,7 @@ class BatchPipeline:
         # An instance-level attribute set before us (by the user or another library), restored at removal.
         self._previous = owner.__dict__.get(HOOK)
         self._stages: dict[str, Stage] = {}
-        self._clocks: list[Clock] = []
+        self._clocks: list[StageTimer] = []
         self.seconds = 0.0
         self.batches = 0
         self.image_scale = 1.0
@@ -228,7 +230,7 @@ class BatchPipeline:
         self.installed = False
 
     # ------------------------------------------------------------------------------------------- timing
-    def add_clock(self, clock: Clock) -> None:
+    def add_clock(self, clock: StageTimer) -> None:
         """Call ``clock.start()`` / ``clock.stop()`` around every run of stages (no-op if already attached).
 
         A run is the stages before the user's hook, or those after it: a batch gives a clock zero, one or two
@@ -240,7 +242,7 @@ class BatchPipeline:
         if all(c is not clock for c in self._clocks):
             self._clocks.append(clock)
 
-    def remove_clock(self, clock: Clock) -> None:
+    def remove_clock(self, clock: StageTimer) -> None:
         """Detach ``clock`` (no error if it was not attached)."""
         self._clocks = [c for c in self._clocks if c is not clock]
 

@@ -13,6 +13,9 @@ Apple MPS                                     ``16-mixed``    fp16 is native on 
 other CPUs                                    ``32-true``     bf16 would be emulated, slower than fp32
 ============================================  ==============  ===============================================
 
+:func:`precision_input_dtype`: the floating dtype a Trainer's precision plugin gives the model's inputs (what
+GPUAugmentation casts its output to).
+
 Mixed precision keeps the weights and the optimizer update in fp32 (Micikevicius et al., 2018), so accuracy
 is unaffected while matmuls and convolutions run in 16 bits.
 """
@@ -23,6 +26,7 @@ import platform
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -197,3 +201,46 @@ def recommended_precision(accelerator: str = "auto") -> str:
         trainer = pl.Trainer(precision=recommended_precision())
     """
     return explain_precision(accelerator).precision
+
+
+def precision_input_dtype(plugin: Any) -> torch.dtype:
+    """The floating dtype Lightning feeds the model under ``plugin`` (``trainer.precision_plugin``).
+
+    It is what the plugin's public ``convert_input`` (which Lightning calls on every batch before the transfer
+    hooks: ``loops/training_epoch_loop.py``, ``evaluation_loop.py``, ``prediction_loop.py``) makes of a float32
+    tensor: ``float32`` for ``"32-true"`` and the ``*-mixed`` precisions (autocast casts inside the step),
+    ``bfloat16`` / ``float16`` for ``"bf16-true"`` / ``"16-true"`` (``HalfPrecision``, FSDP, DeepSpeed),
+    ``float64`` for ``"64-true"``, the weights dtype for Transformer Engine, and whatever a custom plugin's
+    ``convert_input`` does.
+
+    Returns:
+        A floating ``torch.dtype``.
+
+    Warns:
+        UserWarning (and returns ``float32``), naming the plugin and the fix, when the plugin's answer cannot be
+        used: ``convert_input`` raises or returns something other than a floating tensor, or it leaves float32
+        unchanged while the plugin's ``precision`` names a half or double ``*-true`` precision (a plugin that
+        does not override ``convert_input``).
+    """
+    from pytorch_lightning.utilities import rank_zero_warn
+
+    precision = str(getattr(plugin, "precision", ""))
+    problem = None
+    try:
+        probe = plugin.convert_input(torch.zeros((), dtype=torch.float32))
+    except Exception as err:  # noqa: BLE001 - a plugin we cannot ask: report it rather than guess silently
+        probe, problem = None, f"its convert_input raised {type(err).__name__}: {err}"
+    if problem is None and not (isinstance(probe, torch.Tensor) and probe.is_floating_point()):
+        what = f"a {probe.dtype} tensor" if isinstance(probe, torch.Tensor) else type(probe).__name__
+        problem = f"its convert_input turned a float32 tensor into {what}"
+    if problem is None and probe.dtype == torch.float32 and precision.endswith("-true") and precision != "32-true":
+        problem = f"its precision is {precision!r} but its convert_input leaves float32 tensors unchanged"
+    if problem is None:
+        return probe.dtype
+    rank_zero_warn(
+        f"GPUAugmentation cannot tell which dtype the model expects from the precision plugin "
+        f"{type(plugin).__name__} ({problem}); batches are cast to float32. Fix: make the plugin's `convert_input` "
+        "cast floating tensors to its compute dtype (as Lightning's HalfPrecision does), or cast the images in "
+        "your `training_step`."
+    )
+    return torch.float32

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from pytorch_lightning import Callback
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
+from lightning_efficient.callbacks.base import check_trainer_kwargs
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation
@@ -16,28 +15,7 @@ from lightning_efficient.callbacks.stepwise_lr import StepwiseLR
 from lightning_efficient.precision import recommended_precision
 
 if TYPE_CHECKING:
-    from lightning_efficient.tune_result import TuneResult
-
-
-def check_trainer_kwargs(
-    trainer_kwargs: Any, who: str, trainers: Sequence[Any] = (), own: Optional[Callable[..., Any]] = None
-) -> None:
-    """Raise ``TypeError`` naming every key of ``trainer_kwargs`` that no ``Trainer`` in ``trainers`` (default:
-    those of the installed Lightning packages) takes, each with the closest valid name where one is close; ``own``:
-    the function the keywords were passed to, whose own parameters are also offered as close names."""
-    classes = trainers or [package.Trainer for package in LIGHTNING_PACKAGES]
-    valid = {name for cls in classes for name in inspect.signature(cls.__init__).parameters} - {"self"}
-    unknown = sorted(set(trainer_kwargs) - valid)
-    if unknown:
-        import difflib
-
-        mine = inspect.signature(own).parameters.values() if own else ()
-        names = sorted(valid | {p.name for p in mine if p.kind is not p.VAR_KEYWORD})
-        hints = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
-        text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
-        raise TypeError(
-            f"{who}: " + (f"neither {who} nor Trainer takes" if own else "Trainer takes no") + f" argument {text}."
-        )
+    from lightning_efficient.tuning.result import TuneResult
 
 
 def recipe(

@@ -30,10 +30,10 @@ os.environ["LIGHTNING_EFFICIENT_CACHE"] = tempfile.mkdtemp(prefix="lightning_eff
 @pytest.fixture(autouse=True)
 def _empty_tune_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts with an empty tune() cache and no result of an earlier test in this process."""
-    from lightning_efficient import tune_result
+    from lightning_efficient.tuning import store
 
     monkeypatch.setenv("LIGHTNING_EFFICIENT_CACHE", str(tmp_path / "tune-cache"))
-    tune_result.RECENT.clear()
+    store.RECENT.clear()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

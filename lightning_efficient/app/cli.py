@@ -207,9 +207,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("lightning-efficient demo: interrupted", file=sys.stderr)
             return 130
     elif args.command == "tune":
+        from lightning_efficient import quiet_lightning
         from lightning_efficient.app.config import UsageError
         from lightning_efficient.app.tune_cli import run
-        from lightning_efficient.quiet import quiet_lightning
 
         try:
             with quiet_lightning():
@@ -236,7 +236,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("lightning-efficient tune: interrupted", file=sys.stderr)
             return 130
     elif args.command == "doctor":
-        from lightning_efficient.doctor import doctor_report as report
+        from lightning_efficient import doctor_report as report
 
         print(report())
     return 0

@@ -68,7 +68,7 @@ def resolve_workers(workers: Optional[int]) -> int:
     """``workers`` (0 included: no worker processes), or for ``None`` ("auto") the DataLoader workers
     :func:`suggest_loader_kwargs` recommends here (training on a GPU: one per CPU core, less one; on the CPU: a
     quarter of the cores, none up to 3)."""
-    from lightning_efficient.data.loader import suggest_loader_kwargs
+    from lightning_efficient import suggest_loader_kwargs
 
     if workers is None:
         return suggest_loader_kwargs().kwargs["num_workers"]

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 from lightning_efficient.app.config import UsageError
-from lightning_efficient.data import samples
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -63,8 +62,10 @@ def check_images(paths: list[str]) -> None:
 
 def digits_imagefolder(root: str | os.PathLike, size: int = 32) -> Path:
     """:func:`lightning_efficient.data.digits_imagefolder`, with a missing scikit-learn as a one-line UsageError."""
+    from lightning_efficient.data import digits_imagefolder as scanned_digits
+
     try:
-        return samples.digits_imagefolder(root, size)
+        return scanned_digits(root, size)
     except ModuleNotFoundError as err:
         if err.name != "sklearn":
             raise

@@ -37,7 +37,7 @@ from lightning_efficient.app.config import (
 from lightning_efficient.app.data import check_data, check_images, digits_imagefolder
 from lightning_efficient.app.runs import run_in_subprocess
 from lightning_efficient.app.table import ROWS, add_time_to_target, format_table, plot_curves
-from lightning_efficient.data.samples import balanced_subset
+from lightning_efficient.data import balanced_subset
 
 
 def run_demo(
@@ -75,7 +75,7 @@ def run_demo(
     if reports:
         for kind in ("baseline", "efficient"):
             print(f"\n[{kind}] {results[kind]['report']}")
-    from lightning_efficient.precision import cpu_has_native_bf16
+    from lightning_efficient import cpu_has_native_bf16
 
     kind = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     print(

@@ -173,7 +173,7 @@ def run_one(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int]
 
 
 def _child(kind: str, cfg: DemoConfig, train_idx: list[int], val_idx: list[int], queue: Any) -> None:
-    from lightning_efficient.quiet import quiet_lightning
+    from lightning_efficient import quiet_lightning
 
     # A spawned process inherits "spawn" as its start method (multiprocessing.spawn.prepare), so its DataLoader
     # workers would each start by importing torch and Lightning again (seconds per loader on a small CPU, inside the

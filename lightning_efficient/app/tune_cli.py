@@ -15,11 +15,18 @@ def run(model_name: str, *, image_size: int, batch_size: int, data=None, workers
     ``tune_kwargs`` go to tune(). Returns the TuneResult; UsageError: an unknown model, no ImageFolder at ``data``."""
     from torch.utils.data import DataLoader
 
-    from lightning_efficient import IMAGENET_MEAN, IMAGENET_STD, FastImageFolder, GPUAugmentation, tune, uint8_collate
+    from lightning_efficient import (
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        FastImageFolder,
+        GPUAugmentation,
+        recommended_precision,
+        tune,
+        uint8_collate,
+    )
     from lightning_efficient.app.classifier import make_classifier
     from lightning_efficient.app.config import UsageError, resolve_workers
-    from lightning_efficient.data.samples import repeated_batch
-    from lightning_efficient.precision import recommended_precision
+    from lightning_efficient.data import repeated_batch
 
     check_out(out)  # before any measuring: a result that cannot be written is a usage error now, not after tuning
     try:

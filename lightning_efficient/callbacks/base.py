@@ -30,14 +30,22 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import warnings
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeAlias, Union
 
 import lightning_utilities.core.rank_zero as _rank_zero
 import pytorch_lightning
 
-__all__ = ["LIGHTNING_PACKAGES", "Callback", "LightningDataModuleLike", "LightningModuleLike", "TrainerLike"]
+__all__ = [
+    "LIGHTNING_PACKAGES",
+    "Callback",
+    "LightningDataModuleLike",
+    "LightningModuleLike",
+    "TrainerLike",
+    "check_trainer_kwargs",
+]
 
 
 def _unified_lightning() -> ModuleType | None:
@@ -107,3 +115,24 @@ else:  # at run time: the classes of the packages installed (so that typing.get_
 class Callback(*_callback_bases(LIGHTNING_PACKAGES)):  # type: ignore[misc]
     """Base class of this package's callbacks: a ``pytorch_lightning.Callback`` and, where the ``lightning`` package
     is installed, a ``lightning.pytorch.Callback`` (see the module docstring). Adds no behaviour."""
+
+
+def check_trainer_kwargs(
+    trainer_kwargs: Any, who: str, trainers: Sequence[Any] = (), own: Optional[Callable[..., Any]] = None
+) -> None:
+    """Raise ``TypeError`` naming every key of ``trainer_kwargs`` that no ``Trainer`` in ``trainers`` (default:
+    those of the installed Lightning packages) takes, each with the closest valid name where one is close; ``own``:
+    the function the keywords were passed to, whose own parameters are also offered as close names."""
+    classes = trainers or [package.Trainer for package in LIGHTNING_PACKAGES]
+    valid = {name for cls in classes for name in inspect.signature(cls.__init__).parameters} - {"self"}
+    unknown = sorted(set(trainer_kwargs) - valid)
+    if unknown:
+        import difflib
+
+        mine = inspect.signature(own).parameters.values() if own else ()
+        names = sorted(valid | {p.name for p in mine if p.kind is not p.VAR_KEYWORD})
+        hints = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
+        text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
+        raise TypeError(
+            f"{who}: " + (f"neither {who} nor Trainer takes" if own else "Trainer takes no") + f" argument {text}."
+        )

@@ -2,53 +2,28 @@
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, Optional, Union
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities.data import extract_batch_size
-from torch.utils.data import DataLoader, Subset
-from torchvision.datasets import DatasetFolder
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
-from lightning_efficient.callbacks.roles import role
-from lightning_efficient.data.decode import is_pillow_simd
-from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
-from lightning_efficient.doctor import machine_info
-from lightning_efficient.functional.efficiency import (
-    Check,
-    RunFacts,
-    StepTimer,
-    checklist,
-    process_rss_bytes,
-    tune_hints,
-    verdict,
+from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.callbacks.report_facts import (
+    collect_facts,
+    first_image_channels_last,
+    gather,
+    images_per_loader,
+    memory_text,
+    step_label,
+    working_between_steps,
 )
-from lightning_efficient.functional.layout import is_channels_last
+from lightning_efficient.fetch_timing import watch_fetch
+from lightning_efficient.functional.checklist import Check, checklist
+from lightning_efficient.functional.measurement import Measurement, process_rss_bytes
+from lightning_efficient.functional.run_facts import verdict
 from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline
-from lightning_efficient.pipeline import get_pipeline, watch_fetch
-from lightning_efficient.precision import recommended_precision
-from lightning_efficient.tune_result import RECENT, TuneResult, arch_key, cache_dir
-
-_CPU_AUGMENTATIONS = (
-    "AutoAugment",
-    "RandAugment",
-    "TrivialAugmentWide",
-    "AugMix",
-    "ColorJitter",
-    "RandomResizedCrop",
-    "RandomCrop",
-    "RandomHorizontalFlip",
-    "RandomVerticalFlip",
-    "RandomRotation",
-    "RandomAffine",
-    "RandomErasing",
-    "GaussianBlur",
-    "RandomGrayscale",
-    "RandomPerspective",
-)
+from lightning_efficient.functional.tune_advice import tune_hints
+from lightning_efficient.pipeline import get_pipeline
 
 
 class EfficiencyReport(Callback):
@@ -69,7 +44,7 @@ class EfficiencyReport(Callback):
     ``benchmarks/results/gpu/`` (CUDA).
 
     Callbacks tell the report what they do through
-    :class:`~lightning_efficient.functional.efficiency.ReportsEfficiencyFacts` (an ``efficiency_facts()`` method).
+    :class:`~lightning_efficient.functional.run_facts.ReportsEfficiencyFacts` (an ``efficiency_facts()`` method).
     It works the same under a ``pytorch_lightning`` and a ``lightning.pytorch`` Trainer: it reads the Trainer only
     through attributes both have (``callbacks``, ``loggers``, ``lr_scheduler_configs``, ``train_dataloader``,
     ``strategy``), and ``extract_batch_size`` is a function of the batch alone.
@@ -82,8 +57,8 @@ class EfficiencyReport(Callback):
             :class:`~lightning_efficient.functional.timing.Clock` object (e.g. ``CudaEventClock(HostEvent)`` to run
             the CUDA code path on a CPU).
         tuned: the :class:`~lightning_efficient.TuneResult` the run's settings come from (``recipe(tune=...)``
-            sets it). Without it the report looks for tune()'s newest decision for this model's architecture on
-            this machine (this process's, else the cache's: ``tune_cache.decisions_for``). Where tune() decided a
+            sets it). Without it the report asks tune()'s store for the newest decision for this model's
+            architecture on this machine (:func:`lightning_efficient.tuning.store.latest`). Where tune() decided a
             setting, the checklist quotes the measured ratio and never advises against it; without any, the
             report points to ``tune()`` where a setting's effect depends on the model and hardware.
 
@@ -121,7 +96,7 @@ class EfficiencyReport(Callback):
         self.verbose = verbose
         self.clock = clock
         self.tuned = tuned
-        self.timer = StepTimer(skip_first=skip_first)
+        self.timer = Measurement(skip_first=skip_first)
         self._timeline = StepTimeline(HostClock(), self.timer)
         self._figures: dict[str, Any] = {}
         self._checks: list[Check] = []
@@ -135,7 +110,7 @@ class EfficiencyReport(Callback):
 
     # ---------------------------------------------------------------- hooks
     def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
-        self.timer = StepTimer(skip_first=self.skip_first)
+        self.timer = Measurement(skip_first=self.skip_first)
         self._per_loader = []
         self._inputs_channels_last = None
         self._cuda = pl_module.device.type == "cuda"
@@ -158,7 +133,7 @@ class EfficiencyReport(Callback):
         self._timeline.batch_started()
         self._follow_pipeline(trainer)
         if self._inputs_channels_last is None:
-            self._inputs_channels_last = _first_image_channels_last(batch)
+            self._inputs_channels_last = first_image_channels_last(batch)
 
     def on_train_batch_end(
         self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any, batch_idx: int
@@ -168,7 +143,7 @@ class EfficiencyReport(Callback):
         if len(self._per_loader) != len(counts):
             self._per_loader = [0] * len(counts)
         self._per_loader = [a + b for a, b in zip(self._per_loader, counts, strict=True)]
-        self._timeline.batch_ended(sum(counts))
+        self._timeline.batch_ended(sum(counts), label=step_label(trainer))
         if self._cuda:  # the caching allocator's statistics: a host-side read, no synchronisation
             self.timer.peak_memory_bytes = torch.cuda.max_memory_allocated(pl_module.device)
         else:
@@ -182,13 +157,11 @@ class EfficiencyReport(Callback):
     def on_fit_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
         self._timeline.drain(block=True)
         self._detach()
-        self._figures = self._gather(trainer, pl_module)
-        package = next((p for p in LIGHTNING_PACKAGES if isinstance(trainer, p.Trainer)), pl)
-        # Trainer.callbacks: assigned by Lightning's _CallbackConnector, not declared on the class
-        callbacks = trainer.callbacks  # type: ignore[attr-defined]
-        busy = [type(c).__name__ for c in callbacks if role(c, package) in ("writes", "logs", "stops")]
+        cuda_clock = isinstance(self._timeline.clock, CudaEventClock)
+        self._figures = gather(trainer, pl_module, self.timer, self._per_loader, cuda_clock)
+        busy = working_between_steps(trainer)
         self._between = f" (callbacks that work between steps: {', '.join(busy)})" if busy else ""
-        facts = self._facts(trainer, pl_module)
+        facts = collect_facts(trainer, pl_module, self._inputs_channels_last, self.tuned, self.timer)
         self._checks = checklist(facts, self._figures["data_wait_share"])
         self._hints = tune_hints(facts, self._figures["data_wait_share"])
         if self.verbose and trainer.is_global_zero:
@@ -230,7 +203,7 @@ class EfficiencyReport(Callback):
             ("on-device transforms", f"{100 * f['transform_share']:.1f}% of step time"),
             *[("other (transfer, hooks, callbacks)", f"{100 * f['other_share']:.1f}% of step time{self._between}")]
             * (f["other_share"] >= 0.05),
-            ("peak memory", _memory_text(f, self._cuda)),
+            ("peak memory", memory_text(f, self._cuda)),
             ("measured", f"{f['steps']} batches, {f['samples']} samples (first {self.skip_first} skipped)"),
             *[("images per training loader", ", ".join(map(str, f["samples_per_loader"])) + " (every batch)")]
             * (len(f.get("samples_per_loader", ())) > 1),
@@ -274,181 +247,3 @@ class EfficiencyReport(Callback):
         if self._pipeline is not None:
             self._pipeline.remove_clock(self._timeline)
             self._pipeline = None
-
-    def _gather(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> dict[str, Any]:
-        t = self.timer
-        local = torch.tensor(
-            [t.steps, t.samples, t.data_wait_s, t.transform_s, t.compute_s, t.other_s, t.peak_memory_bytes],
-            dtype=torch.float64,
-        )
-        if trainer.world_size > 1:
-            device = pl_module.device if pl_module.device.type == "cuda" else torch.device("cpu")
-            rows = trainer.strategy.all_gather(local.to(device)).reshape(-1, local.numel()).cpu()
-        else:
-            rows = local.reshape(1, -1)
-        steps, samples, wait, transform, compute, other, peak = rows.unbind(1)
-        per_loader = torch.tensor(self._per_loader or [0], dtype=torch.float64)
-        if trainer.world_size > 1:
-            per_loader = trainer.strategy.all_gather(per_loader.to(device)).reshape(-1, per_loader.numel()).cpu()
-        total = wait + transform + compute + other
-        pooled = float(total.sum())
-        per_rank_rate = torch.where(total > 0, samples / total.clamp_min(1e-12), torch.zeros_like(total))
-        return {
-            "clock": "cuda events" if isinstance(self._timeline.clock, CudaEventClock) else "host",
-            "peak_memory_mb_per_device": [float(p) / 2**20 for p in peak],
-            "steps": int(steps.sum()),
-            "samples": int(samples.sum()),
-            "images_per_s": float(per_rank_rate.sum()) if pooled > 0 else math.nan,
-            "data_wait_share": float(wait.sum()) / pooled if pooled > 0 else math.nan,
-            "transform_share": float(transform.sum()) / pooled if pooled > 0 else math.nan,
-            "other_share": float(other.sum()) / pooled if pooled > 0 else math.nan,
-            "step_time_s": pooled / float(steps.sum()) if float(steps.sum()) > 0 else math.nan,
-            "peak_memory_mb": float(peak.max()) / 2**20,
-            "world_size": int(rows.shape[0]),
-            "samples_per_loader": [int(n) for n in per_loader.reshape(-1, per_loader.shape[-1]).sum(0)],
-        }
-
-    def _facts(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> RunFacts:
-        accelerator = pl_module.device.type
-        convs = [
-            p
-            for m in pl_module.modules()
-            if isinstance(m, (torch.nn.Conv2d, torch.nn.ConvTranspose2d))
-            for p in m.parameters(recurse=False)
-            if p.dim() == 4
-        ]
-        model_cl = sum(is_channels_last(p) for p in convs) / len(convs) if convs else None
-        configs = trainer.lr_scheduler_configs
-        loader = _train_loader(trainer)
-        dataset = _unwrap_dataset(loader.dataset) if loader is not None else None
-        cores = available_cpus()
-        processes = max(1, trainer.num_devices)
-        suggested = suggest_loader_kwargs(
-            processes_per_node=processes, cpus=cores, cuda=accelerator == "cuda", cpu_training=accelerator == "cpu"
-        ).kwargs["num_workers"]
-        observed: dict[str, Any] = dict(
-            precision=str(trainer.precision),
-            recommended_precision=recommended_precision(
-                "cuda" if accelerator == "cuda" else ("mps" if accelerator == "mps" else "cpu")
-            ),
-            accelerator=accelerator,
-            model_channels_last=model_cl,
-            inputs_channels_last=self._inputs_channels_last,
-            lr_per_step=all(c.interval == "step" for c in configs) if configs else None,
-            cpu_augmentation=_cpu_augmentations(dataset),
-            num_workers=loader.num_workers if loader is not None else None,
-            cpu_cores=max(1, cores // processes),
-            suggested_workers=suggested,
-            pin_memory=loader.pin_memory if loader is not None else None,
-            persistent_workers=loader.persistent_workers if loader is not None else None,
-            pillow_simd=is_pillow_simd(),
-            decodes_images=isinstance(dataset, DatasetFolder),
-            epochs=max(1, trainer.current_epoch),
-            tuned=self.tuned
-            if self.tuned is not None
-            else decisions_for(pl_module, getattr(loader, "batch_size", None)),
-        )
-        # the ReportsEfficiencyFacts protocol; Trainer.callbacks is assigned by Lightning, not declared on the class
-        for callback in trainer.callbacks:  # type: ignore[attr-defined]
-            facts = getattr(callback, "efficiency_facts", None)
-            if callable(facts):
-                observed.update(facts())
-        return RunFacts(**observed)
-
-
-def _memory_text(figures: dict[str, Any], cuda: bool) -> str:
-    per_device = figures.get("peak_memory_mb_per_device") or [figures["peak_memory_mb"]]
-    kind = "CUDA max_memory_allocated" if cuda else "process RSS"
-    if len(per_device) == 1:
-        return f"{per_device[0]:.0f} MiB ({kind})"
-    return f"{max(per_device):.0f} MiB max ({kind}; per device: {', '.join(f'{m:.0f}' for m in per_device)} MiB)"
-
-
-def _first_image_channels_last(batch: Any) -> Optional[bool]:
-    """Whether the first 4-D floating-point tensor in ``batch`` is channels_last (None: there is none)."""
-    from lightning_utilities.core.apply_func import apply_to_collection
-
-    found: list[torch.Tensor] = []
-    apply_to_collection(
-        batch, torch.Tensor, lambda t: found.append(t) if t.dim() == 4 and t.is_floating_point() else None
-    )
-    if not found:
-        return None
-    return is_channels_last(found[0])
-
-
-def _train_loader(trainer: "pl.Trainer") -> Optional[DataLoader]:
-    loaders = trainer.train_dataloader
-    if isinstance(loaders, DataLoader):
-        return loaders
-    if isinstance(loaders, (list, tuple)) and loaders and isinstance(loaders[0], DataLoader):
-        return loaders[0]
-    if isinstance(loaders, dict):
-        for value in loaders.values():
-            if isinstance(value, DataLoader):
-                return value
-    return None
-
-
-def _unwrap_dataset(dataset: Any) -> Any:
-    while isinstance(dataset, Subset):
-        dataset = dataset.dataset
-    return dataset
-
-
-def _cpu_augmentations(dataset: Any) -> tuple[str, ...]:
-    transform = getattr(dataset, "transform", None)
-    found = []
-    stack = [transform]
-    while stack:
-        t = stack.pop()
-        if t is None:
-            continue
-        inner = getattr(t, "transforms", None)
-        if isinstance(inner, (list, tuple)):
-            stack.extend(reversed(inner))
-        if type(t).__name__ in _CPU_AUGMENTATIONS:
-            found.append(type(t).__name__)
-    return tuple(found)
-
-
-def decisions_for(module: torch.nn.Module, batch_size: Optional[int] = None) -> Optional[TuneResult]:
-    """tune()'s newest result for a network of ``module``'s architecture (:func:`arch_key`) on this machine, at
-    ``batch_size`` images per batch where given: this process's, else the cache's; ``None`` if none. EfficiencyReport
-    quotes it, so that its advice never contradicts what tune() measured, however the user applied the choice."""
-    key, here = arch_key(module), machine_info()
-
-    def same(r: TuneResult) -> bool:
-        sized = batch_size in (None, r.baseline.batch_size) or not r.baseline.batch_size  # 0: not known
-        return r.arch == key and r.machine == here and sized
-
-    found = [((math.inf, i), r) for i, r in enumerate(RECENT) if same(r)]
-    for path in cache_dir().glob("*.json"):
-        try:
-            result = TuneResult.from_dict(json.loads(path.read_text())["result"])
-            if same(result):
-                found.append(((path.stat().st_mtime, 0), result))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return max(found, key=lambda f: f[0])[1] if found else None
-
-
-def images_per_loader(batch: Any, iterables: Any) -> list[int]:
-    """Images in a training ``batch``, per training loader: with several loaders (``trainer.fit(model, [a, b])``,
-    a dict, or a ``CombinedLoader``) Lightning yields their batches in the structure the loaders were given in
-    (``iterables``, ``trainer.train_dataloader.iterables``); each is counted with Lightning's
-    ``extract_batch_size`` (one loader's batch: one count; a loader with nothing this step, or an exotic batch: 0)."""
-    several = isinstance(iterables, (list, tuple, dict)) and len(iterables) > 1
-    if several and isinstance(iterables, dict) and isinstance(batch, dict):
-        parts = [batch.get(key) for key in iterables]
-    elif several and isinstance(batch, (list, tuple)) and len(batch) == len(iterables):
-        parts = list(batch)
-    else:
-        parts = [batch]
-    counts = []
-    for part in parts:
-        try:
-            counts.append(int(extract_batch_size(part)) if part is not None else 0)
-        except Exception:  # noqa: BLE001 - an exotic batch: count steps, not samples
-            counts.append(0)
-    return counts

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any, Optional, Union
 
@@ -84,10 +83,8 @@ class ProgressiveResize(Callback):
         self.image_key, self.mask_key, self.total_epochs = image_key, mask_key, total_epochs
         self.position = 0.0  #: fractional epoch of the next training batch
         self.side: Optional[int] = None  #: the side of the last training batch, pixels
-        self.images_per_side: dict[int, list[float]] = {}  #: side -> [images, seconds] of training steps
         self._trainer: Any = None
         self._pipeline: Any = None
-        self._last_end: Optional[float] = None
         self.decode_at_size = bool(decode_at_size)
         self._folders: list[FastImageFolder] = []  # the training datasets decoding at the scheduled size
         self._final: Optional[tuple[int, int]] = None  # their size, the final one
@@ -119,7 +116,7 @@ class ProgressiveResize(Callback):
             self._publish(trainer)
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self.position, self._last_end = fractional_epoch(trainer), None
+        self.position = fractional_epoch(trainer)
         self._publish(trainer)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -128,15 +125,6 @@ class ProgressiveResize(Callback):
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.position = fractional_epoch(trainer, batch_idx + 1)
         self._publish(trainer)
-        now = time.perf_counter()
-        if self.side is not None and self._last_end is not None:
-            n = get_entry(batch, self.image_key, who="ProgressiveResize", bare_ok=True).shape[0]
-            counts = self.images_per_side.setdefault(self.side, [0.0, 0.0])
-            counts[0], counts[1] = counts[0] + n, counts[1] + now - self._last_end
-        self._last_end = now
-
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        self._last_end = None  # validation time is not a training step's
 
     # ---------------------------------------------------------------- the stage
     def run_epochs(self, trainer: Any) -> float:
@@ -203,9 +191,13 @@ class ProgressiveResize(Callback):
 
     # ---------------------------------------------------------------- report and checkpoints
     def efficiency_facts(self) -> dict[str, Any]:
-        """For EfficiencyReport: the current side and training images/s per side."""
-        rates = tuple((side, n / s) for side, (n, s) in sorted(self.images_per_side.items()) if s > 0)
-        return {"image_side": self.side, "images_per_s_by_side": rates}
+        """For EfficiencyReport: the current side (its images/s per side come from its own measurement, whose
+        steps :meth:`efficiency_label` labels)."""
+        return {"image_side": self.side}
+
+    def efficiency_label(self) -> Optional[int]:
+        """For EfficiencyReport: the label of the training step just run, its image side (``None``: none yet)."""
+        return self.side
 
     def _publish(self, trainer: Any) -> None:
         """Tell the followed datasets the size of the batch :attr:`_ahead` batches from now (``(0, 0)``: full)."""

@@ -6,7 +6,7 @@ from lightning_efficient.data.decode import ImageDecodeError, is_pillow_simd, pi
 from lightning_efficient.data.device_decode import EncodedImage, EncodedImages, decode_batch
 from lightning_efficient.data.folder import FastImageFolder, uint8_collate
 from lightning_efficient.data.loader import LoaderSettings, available_cpus, suggest_loader_kwargs
-from lightning_efficient.data.samples import balanced_subset, digits_imagefolder
+from lightning_efficient.data.samples import balanced_subset, digits_imagefolder, repeated_batch
 
 __all__ = [
     "EncodedImage",
@@ -20,6 +20,7 @@ __all__ = [
     "digits_imagefolder",
     "is_pillow_simd",
     "pil_flavour",
+    "repeated_batch",
     "suggest_loader_kwargs",
     "uint8_collate",
 ]

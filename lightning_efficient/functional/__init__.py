@@ -4,7 +4,11 @@
 - :mod:`~lightning_efficient.functional.schedules`: LR schedules as functions of fractional epochs.
 - :mod:`~lightning_efficient.functional.augment`: per-sample batch augmentation (draw parameters, then apply).
 - :mod:`~lightning_efficient.functional.crop`: RandomResizedCrop and Resize + CenterCrop geometry (pure math).
-- :mod:`~lightning_efficient.functional.efficiency`: step-time bookkeeping and the practice checklist.
+- :mod:`~lightning_efficient.functional.measurement`: the record of measured training steps;
+  :mod:`~lightning_efficient.functional.timing`: the clocks and the step timeline that feed it.
+- :mod:`~lightning_efficient.functional.run_facts`, :mod:`~lightning_efficient.functional.checklist`,
+  :mod:`~lightning_efficient.functional.tune_advice`: what a run did, the practice checklist, tune()'s
+  measurements in the advice.
 """
 
 from lightning_efficient.functional.augment import (

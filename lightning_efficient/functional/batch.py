@@ -9,8 +9,11 @@ Batches come as a bare tensor, a tuple/list (``(images, targets)``, namedtuples 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, MutableMapping
-from typing import Any, Union
+import dataclasses
+from collections import OrderedDict, defaultdict
+from collections.abc import Mapping, MutableMapping, Sequence
+from functools import cached_property
+from typing import Any, Callable, Union
 
 Key = Union[int, str]
 """An index into a tuple/list batch or a key of a mapping batch."""
@@ -79,3 +82,35 @@ def replace_entry(batch: Any, key: Key, value: Any) -> Any:
             return type(batch)(*items)
         return type(batch)(items)
     return value
+
+
+def map_tensors(batch: Any, kind: Union[type, tuple[type, ...]], function: Callable[[Any], Any]) -> Any:
+    """``batch`` with ``function(x)`` in place of every element ``x`` of type ``kind``, in containers of the same
+    structure, as Lightning's ``apply_to_collection`` rebuilds them (without Lightning): mappings keep their class
+    (a ``defaultdict`` its factory), sequences and namedtuples theirs, dataclasses are deep-copied with their
+    ``init`` fields mapped (a frozen one raises ``ValueError``: map it as a ``kind`` of its own); strings and other
+    objects stay as they are."""
+    if isinstance(batch, kind):
+        return function(batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        fields = {f.name: (getattr(batch, f.name), f.init) for f in dataclasses.fields(batch)}
+        result = copy.deepcopy(batch, memo={id(value): value for value, _ in fields.values()})
+        for name, (value, init) in fields.items():
+            try:
+                setattr(result, name, map_tensors(value, kind, function) if init else value)
+            except dataclasses.FrozenInstanceError as err:
+                raise ValueError("map_tensors: a frozen dataclass; map it as a kind of its own") from err
+        cached = [k for k in vars(type(batch)) if isinstance(getattr(type(batch), k), cached_property)]
+        for name in cached:
+            vars(result).pop(name, None)
+        return result
+    if isinstance(batch, Mapping):
+        items = OrderedDict((k, map_tensors(v, kind, function)) for k, v in batch.items())
+        if isinstance(batch, defaultdict):
+            return type(batch)(batch.default_factory, items)
+        return type(batch)(items)  # type: ignore[call-arg]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields") and hasattr(batch, "_asdict"):
+        return type(batch)(*(map_tensors(v, kind, function) for v in batch))
+    if isinstance(batch, Sequence) and not isinstance(batch, str):
+        return type(batch)([map_tensors(v, kind, function) for v in batch])  # type: ignore[call-arg]
+    return batch

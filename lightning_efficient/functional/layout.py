@@ -44,9 +44,10 @@ from collections.abc import Iterable
 from typing import Any, Literal, Union
 
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
+
+from lightning_efficient.functional.batch import map_tensors
 
 __all__ = [
     "BatchToChannelsLast",
@@ -192,7 +193,7 @@ class _FrozenDataclassMeta(type):
 class _FrozenDataclass(metaclass=_FrozenDataclassMeta):
     """``isinstance(x, _FrozenDataclass)``: x is an instance of a frozen dataclass.
 
-    ``apply_to_collection`` rebuilds dataclasses with ``setattr``, which frozen ones refuse (ValueError); they are
+    ``map_tensors`` rebuilds dataclasses with ``setattr``, which frozen ones refuse (ValueError); they are
     rebuilt here with ``dataclasses.replace`` instead.
     """
 
@@ -240,7 +241,7 @@ class BatchToChannelsLast:
         return self._frozen_dataclass(obj)
 
     def _apply(self, batch: Any) -> Any:
-        return apply_to_collection(batch, (Tensor, _FrozenDataclass), self._dispatch)
+        return map_tensors(batch, (Tensor, _FrozenDataclass), self._dispatch)
 
     def __call__(self, batch: Any) -> Any:
         """``batch`` converted as by :func:`batch_to_channels_last` (same arguments, result and errors)."""
@@ -258,11 +259,11 @@ def batch_to_channels_last(batch: Any) -> Any:
 
     Returns:
         A batch of the same structure: containers keep their type, keys and order (rebuilt by
-        ``lightning_utilities.core.apply_func.apply_to_collection``; dataclasses are copied, non-tensor fields
-        deep-copied, frozen ones rebuilt with ``dataclasses.replace``). Each floating-point 4-D tensor has equal
-        values, dtype, device and shape and :func:`is_channels_last` is true for it (those already channels_last
-        are returned as they are). Integer/bool tensors (labels, masks, ``uint8`` images), tensors of other ranks
-        and non-tensors are the same objects, strides untouched.
+        :func:`~lightning_efficient.functional.batch.map_tensors`, as Lightning's ``apply_to_collection``;
+        dataclasses are copied, non-tensor fields deep-copied, frozen ones rebuilt with ``dataclasses.replace``).
+        Each floating-point 4-D tensor has equal values, dtype, device and shape and :func:`is_channels_last` is
+        true for it (those already channels_last are returned as they are). Integer/bool tensors (labels, masks,
+        ``uint8`` images), tensors of other ranks and non-tensors are the same objects, strides untouched.
 
     Example::
 

@@ -28,16 +28,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Hashable, Optional, Protocol
 
 import torch
 
-
-class Timer(Protocol):
-    """What :class:`StepTimeline` feeds, e.g. :class:`~lightning_efficient.functional.efficiency.StepTimer`."""
-
-    def add(self, data_wait_s: float, transform_s: float, compute_s: float, samples: int, other_s: float = ...) -> None:
-        """Record one training batch."""
+from lightning_efficient.functional.measurement import Measurement
 
 
 class Clock(Protocol):
@@ -131,25 +126,27 @@ class _Step:
     end: Any
     samples: int
     fetch_s: Optional[float]
+    label: Optional[Hashable] = None
 
 
 @dataclass
 class StepTimeline:
-    """Collects the marks of each training batch and feeds a :class:`Timer` (e.g.
-    :class:`~lightning_efficient.functional.efficiency.StepTimer`) in order, once they can be read.
+    """Collects the marks of each training batch and feeds a
+    :class:`~lightning_efficient.functional.measurement.Measurement` in order, once they can be read.
 
     Call :meth:`restart` where waiting time must not be counted (epoch start, after validation),
-    :meth:`fetch_started`/:meth:`fetch_stopped` around the fetch (``lightning_efficient.pipeline.watch_fetch``
+    :meth:`fetch_started`/:meth:`fetch_stopped` around the fetch (``lightning_efficient.fetch_timing.watch_fetch``
     does), :meth:`transform_started`/:meth:`transform_stopped` around on-device transforms, :meth:`batch_started`
     and :meth:`batch_ended` from the batch hooks, and :meth:`drain` with ``block=True`` before reading the timer.
 
     Attributes:
         clock: :class:`HostClock` or :class:`CudaEventClock`.
-        timer: receives one ``add(data_wait_s, transform_s, compute_s, samples, other_s)`` per batch, in order.
+        timer: the :class:`~lightning_efficient.functional.measurement.Measurement` that receives one
+            ``add(data_wait_s, transform_s, compute_s, samples, other_s, label)`` per batch, in order.
     """
 
     clock: Clock
-    timer: Timer
+    timer: Measurement
     _previous_end: Any = None
     _transforms: list = field(default_factory=list)
     _open: Any = None
@@ -189,13 +186,15 @@ class StepTimeline:
             self._previous_end = self._start
             self._transforms = []
 
-    def batch_ended(self, samples: int) -> None:
-        """Close the batch (``samples`` images) and feed the timer with every batch whose marks are readable."""
+    def batch_ended(self, samples: int, label: Optional[Hashable] = None) -> None:
+        """Close the batch (``samples`` images, labelled ``label``) and feed the timer with every batch whose
+        marks are readable."""
         if self._start is None:
             return
         end = self.clock.mark()
         fetch = self._fetch[1] - self._fetch[0] if len(self._fetch) == 2 else None
-        self._pending.append(_Step(self._previous_end, self._transforms, self._start, end, int(samples), fetch))
+        step = _Step(self._previous_end, self._transforms, self._start, end, int(samples), fetch, label)
+        self._pending.append(step)
         self._previous_end, self._transforms, self._start, self._fetch = end, [], None, []
         self.drain(block=False)
 
@@ -212,4 +211,5 @@ class StepTimeline:
             transform = sum(seconds(a, b) for a, b in step.transforms)
             gap = max(seconds(step.previous_end, step.start) - transform, 0.0)
             wait = gap if step.fetch_s is None else step.fetch_s
-            self.timer.add(wait, transform, seconds(step.start, step.end), step.samples, max(gap - wait, 0.0))
+            compute, other = seconds(step.start, step.end), max(gap - wait, 0.0)
+            self.timer.add(wait, transform, compute, step.samples, other, label=step.label)

@@ -18,7 +18,9 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from trainer_helpers import TRAINER_KW, TinyClassifier, ddp_script_env
 
 import lightning_efficient as le
-from lightning_efficient.functional.efficiency import RunFacts, StepTimer, checklist, verdict
+from lightning_efficient.functional.checklist import checklist
+from lightning_efficient.functional.measurement import Measurement
+from lightning_efficient.functional.run_facts import RunFacts, verdict
 
 
 class SlowDataset(Dataset):
@@ -123,8 +125,8 @@ def test_metrics_reach_the_logger(tmp_path):
         assert name in text
 
 
-def test_step_timer_skips_warmup_and_computes_shares():
-    t = StepTimer(skip_first=1)
+def test_the_measurement_skips_warmup_and_computes_shares():
+    t = Measurement(skip_first=1)
     t.add(100.0, 0.0, 100.0, 8)  # warm-up, ignored
     t.add(1.0, 1.0, 2.0, 8)
     t.add(1.0, 0.0, 3.0, 8)
@@ -132,7 +134,7 @@ def test_step_timer_skips_warmup_and_computes_shares():
     assert t.data_wait_share == pytest.approx(2 / 8)
     assert t.transform_share == pytest.approx(1 / 8)
     assert t.images_per_s == pytest.approx(16 / 8)
-    assert math.isnan(StepTimer().images_per_s)
+    assert math.isnan(Measurement().images_per_s)
     assert verdict(0.25) == "data-bound" and verdict(0.24) == "compute-bound"
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lightning_efficient.functional.efficiency import StepTimer
+from lightning_efficient.functional.measurement import Measurement
 from lightning_efficient.functional.timing import CudaEventClock, HostEvent, StepTimeline
 
 
@@ -42,9 +42,9 @@ class ScriptedClock:
             e.done = True
 
 
-def _timeline(skip_first: int = 0) -> tuple[StepTimeline, StepTimer, ScriptedClock]:
+def _timeline(skip_first: int = 0) -> tuple[StepTimeline, Measurement, ScriptedClock]:
     script = ScriptedClock()
-    timer = StepTimer(skip_first=skip_first)
+    timer = Measurement(skip_first=skip_first)
     return StepTimeline(CudaEventClock(lambda: ScriptedEvent(script)), timer), timer, script
 
 
@@ -105,5 +105,5 @@ def test_host_event_measures_host_time_like_a_cuda_event():
 
 
 def test_timer_figures_are_nan_before_any_step():
-    timer = StepTimer()
+    timer = Measurement()
     assert math.isnan(timer.images_per_s) and math.isnan(timer.data_wait_share)

@@ -8,8 +8,11 @@ import math
 import pytest
 
 from lightning_efficient import EfficiencyReport, TuneResult, recipe
-from lightning_efficient.functional.efficiency import RunFacts, checklist, tune_hints
-from lightning_efficient.functional.tuning import Candidate, Decision
+from lightning_efficient.functional.checklist import checklist
+from lightning_efficient.functional.run_facts import RunFacts
+from lightning_efficient.functional.tune_advice import tune_hints
+from lightning_efficient.tuning.policy import Decision
+from lightning_efficient.tuning.records import Candidate
 
 CPU = dict(accelerator="cpu", recommended_precision="32-true")
 

@@ -1,4 +1,4 @@
-"""The pure core of ``tune()``: the rule, its bounds and the budgeted search (``functional/tuning.py``).
+"""The policy of ``tune()``: the rule, its bounds and the budgeted search (``tuning/policy.py``).
 
 No Trainer and no clock: a scripted driver answers the search's requests with simulated pair ratios and a fake
 clock, so the tests check decisions, budgets and error bounds, never a speed.
@@ -15,15 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lightning_efficient.functional.tuning import (
+from lightning_efficient.tuning.policy import (
     MAX_PAIRS,
     MIN_PAIRS,
-    Candidate,
     Decision,
-    MeasurementError,
-    Pair,
-    Request,
-    Window,
     bounds,
     judge,
     search,
@@ -31,6 +26,7 @@ from lightning_efficient.functional.tuning import (
     undisturbed,
     window_rate,
 )
+from lightning_efficient.tuning.records import Candidate, MeasurementError, Pair, Request, Window
 
 CURRENT = Candidate(num_workers=1)
 OPTIONS = {"channels_last": [False, True], "num_workers": [0, 1], "precision": ["32-true", "bf16-mixed"]}

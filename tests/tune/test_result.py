@@ -11,8 +11,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import lightning_efficient as le
-from lightning_efficient.functional.tuning import Candidate, compile_submodules
-from lightning_efficient.tune_result import TuneResult
+from lightning_efficient.tuning.records import Candidate
+from lightning_efficient.tuning.result import TuneResult, compile_submodules
 
 
 class _Net(nn.Module):
@@ -91,10 +91,10 @@ def test_only_settings_one_fit_can_switch_between_share_a_fit():
     """Layout and a rebuildable loader's workers switch in one fit; precision, compile and DDP need separate fits."""
     from dataclasses import replace
 
-    from lightning_efficient import tune_probe
-    from lightning_efficient.functional.tuning import Request
+    from lightning_efficient.tuning.fits import Trials
+    from lightning_efficient.tuning.records import Request
 
-    trials = object.__new__(tune_probe.Trials)  # switchable() reads only these two
+    trials = object.__new__(Trials)  # switchable() reads only these two
     trials.world_size, trials.loader = 1, DataLoader(TensorDataset(torch.arange(8)), batch_size=2)
     old = Candidate(num_workers=0)
 

@@ -27,13 +27,13 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 from trainer_helpers import TRAINER_KW, ddp_script_env
 
 import lightning_efficient as le
-from lightning_efficient import tune_probe, tune_result
-from lightning_efficient.callbacks.efficiency_report import decisions_for
 from lightning_efficient.callbacks.roles import ROLES
 from lightning_efficient.functional.layout import is_channels_last
-from lightning_efficient.functional.tuning import Candidate, Decision, Window
-from lightning_efficient.tune_probe import WARMUP
-from lightning_efficient.tuner import kept_callbacks
+from lightning_efficient.tuning import probe, store
+from lightning_efficient.tuning.fits import WARMUP
+from lightning_efficient.tuning.policy import Decision
+from lightning_efficient.tuning.records import Candidate, Window
+from lightning_efficient.tuning.tuner import kept_callbacks
 
 CPU = dict(accelerator="cpu", devices=1, verbose=False)
 ALL = dict(CPU, max_seconds=1e6)  #: no planned length and a budget that affords every pair: all measured
@@ -359,13 +359,13 @@ class Spy(Net):
 
 def test_one_fit_switches_layout_loader_and_optimizer_state_by_its_plan(monkeypatch):
     Spy.seen, steps = [], []
-    end = tune_probe.Probe.on_train_batch_end
+    end = probe.Probe.on_train_batch_end
 
     def record(self, trainer, *args):
         steps.append((self.side, self.plan[0][1] if self.plan else None))
         end(self, trainer, *args)
 
-    monkeypatch.setattr(tune_probe.Probe, "on_train_batch_end", record)
+    monkeypatch.setattr(probe.Probe, "on_train_batch_end", record)
     model = Spy()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     result = le.tune(model, DataLoader(Origin(), batch_size=BATCH, shuffle=True), num_workers=[0, 1], **ALL)
@@ -378,7 +378,7 @@ def test_one_fit_switches_layout_loader_and_optimizer_state_by_its_plan(monkeypa
     draws: dict = {}
     for (_, tag), seen in zip(steps, Spy.seen, strict=False):
         if tag is not None:
-            draws.setdefault((tag[0], tag[2]), {}).setdefault(tag[1], []).append(seen[-1])
+            draws.setdefault((tag.serial, tag.index), {}).setdefault(tag.side, []).append(seen[-1])
     pairs = [d for d in draws.values() if set(d) == {"new", "old"}]
     assert pairs and all(d["new"] == d["old"] for d in pairs)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -387,8 +387,8 @@ def test_one_fit_switches_layout_loader_and_optimizer_state_by_its_plan(monkeypa
 
 def test_the_warm_up_and_windows_are_the_plan(monkeypatch):
     plans = []
-    init = tune_probe.Probe.__init__
-    monkeypatch.setattr(tune_probe.Probe, "__init__", lambda self, plan, *a: plans.append(plan) or init(self, plan, *a))
+    init = probe.Probe.__init__
+    monkeypatch.setattr(probe.Probe, "__init__", lambda self, plan, *a: plans.append(plan) or init(self, plan, *a))
     le.tune(Net(), _loader(), num_workers=False, **NONE)
     (plan,) = plans
     assert [tag for _, tag in plan[:WARMUP]] == [None] * WARMUP and all(tag for _, tag in plan[WARMUP:])
@@ -665,19 +665,19 @@ def _report(trainer_kwargs: dict) -> dict:
     report = next(c for c in callbacks if isinstance(c, le.EfficiencyReport))
     report.verbose = False
     with pytest.MonkeyPatch.context() as mp:  # as on a CPU with native bf16, whatever this one has
-        mp.setattr("lightning_efficient.callbacks.efficiency_report.recommended_precision", lambda a: "bf16-mixed")
+        mp.setattr("lightning_efficient.callbacks.report_facts.recommended_precision", lambda a: "bf16-mixed")
         pl.Trainer(**{**TRAINER_KW, "max_steps": 3, **trainer_kwargs}).fit(Net(), _loader())
     return {c.practice: c for c in report.checks}
 
 
 @pytest.mark.parametrize("how", ["recipe(tune=result)", "recipe(**kwargs)", "by hand", "a later process"])
 def test_the_report_never_contradicts_what_tune_measured(how):
-    result = _slow_channels_last(tune_result.arch_key(Net()))
+    result = _slow_channels_last(store.arch_key(Net()))
     if how == "a later process":
-        tune_result.Store({"any": "fingerprint"}).save(result)
-        tune_result.RECENT.clear()  # only the cache file is left
+        store.Store({"any": "fingerprint"}).save(result)
+        store.RECENT.clear()  # only the cache file is left
     elif how != "recipe(tune=result)":
-        tune_result.RECENT.append(result)
+        store.RECENT.append(result)
     kwargs = {
         "recipe(tune=result)": lambda: le.recipe(tune=result, precision="32-true", stepwise_lr=False),
         "recipe(**kwargs)": lambda: le.recipe(**{**result.recipe_kwargs(), "precision": "32-true"}, stepwise_lr=False),
@@ -699,13 +699,13 @@ def test_the_cli_advice_is_matched_by_architecture_under_another_attribute_name(
             super().__init__()
             self.backbone = Net().net
 
-    result = _slow_channels_last(tune_result.arch_key(Net()))
-    tune_result.RECENT.append(result)
-    assert decisions_for(Other()) is result
+    result = _slow_channels_last(store.arch_key(Net()))
+    store.RECENT.append(result)
+    assert store.latest(Other()) is result
     result.baseline = Window(0.1, 0.0, 32, 1.0)
-    assert decisions_for(Other(), batch_size=32) is result
-    assert decisions_for(Other(), batch_size=64) is None  # another loader's batches: not what tune() measured
-    assert decisions_for(nn.Linear(3, 3)) is None
+    assert store.latest(Other(), batch_size=32) is result
+    assert store.latest(Other(), batch_size=64) is None  # another loader's batches: not what tune() measured
+    assert store.latest(nn.Linear(3, 3)) is None
 
 
 # ------------------------------------------------------------------------------------------------ DDP

@@ -1,4 +1,4 @@
-"""DDP subprocess for tests/test_tuner.py: ``tune()`` with 2 CPU processes (gloo, strategy="ddp").
+"""DDP subprocess for tests/tune/test_tuner.py: ``tune()`` with 2 CPU processes (gloo, strategy="ddp").
 
 Usage: python ddp_tune_script.py OUT_DIR   (each rank writes rankN.json there: its world size, the result and whether
 it was reused from the cache; rank 0 prints the table)

@@ -1,4 +1,4 @@
-"""tune()'s reusable decisions (``tune_result.py``): a hit, a miss for each part of the fingerprint, a corrupt or
+"""tune()'s reusable decisions (``store.py``): a hit, a miss for each part of the fingerprint, a corrupt or
 foreign file, the cache's place. The cache is a temporary folder per test (conftest); nothing is timed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import lightning_efficient as le
-from lightning_efficient import tune_result
+from lightning_efficient.tuning import store
 
 
 def _tune(model=None, loader=None, **kw):
@@ -23,7 +23,7 @@ def _tune(model=None, loader=None, **kw):
 
 
 def _files():
-    return sorted(tune_result.cache_dir().glob("*.json"))
+    return sorted(store.cache_dir().glob("*.json"))
 
 
 def test_a_second_tune_reuses_the_decision_without_a_fit(monkeypatch, capsys):
@@ -83,7 +83,7 @@ def test_a_change_of_any_part_of_the_fingerprint_measures_again(part):
 def test_another_machine_or_software_version_measures_again(monkeypatch):
     _tune()
     info = le.doctor.machine_info()
-    monkeypatch.setattr(tune_result, "machine_info", lambda: {**info, "torch": "9.9.9"})
+    monkeypatch.setattr(store, "machine_info", lambda: {**info, "torch": "9.9.9"})
     assert _tune().reused_from is None
 
 
@@ -119,24 +119,24 @@ def test_a_longer_plan_measures_what_the_shorter_one_could_not():
 
 
 def test_the_environment_variable_moves_the_cache_and_xdg_is_the_default(tmp_path, monkeypatch):
-    monkeypatch.setenv(tune_result.ENV, str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(store.ENV, str(tmp_path / "elsewhere"))
     _tune()
     assert len(list((tmp_path / "elsewhere" / "tune").glob("*.json"))) == 1
-    monkeypatch.delenv(tune_result.ENV)
+    monkeypatch.delenv(store.ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert tune_result.cache_dir() == tmp_path / "xdg" / "lightning_efficient" / "tune"
+    assert store.cache_dir() == tmp_path / "xdg" / "lightning_efficient" / "tune"
 
 
 def test_files_are_written_whole_and_nothing_else_is_left():
     _tune()
-    (path,) = list(tune_result.cache_dir().iterdir())
+    (path,) = list(store.cache_dir().iterdir())
     data = json.loads(path.read_text())
-    assert data["format"] == tune_result.FORMAT and tune_result.TuneResult.from_dict(data["result"]).decisions
+    assert data["format"] == store.FORMAT and store.TuneResult.from_dict(data["result"]).decisions
 
 
 def test_results_round_trip_through_json():
     result = _tune()
-    again = tune_result.TuneResult.from_dict(json.loads(result.to_json()))
+    again = store.TuneResult.from_dict(json.loads(result.to_json()))
     assert again == result or (again.to_dict() == result.to_dict())
 
 
@@ -146,13 +146,13 @@ def test_results_round_trip_through_json():
 def _one_store_warning(seen, *words):
     texts = [str(w.message) for w in seen if "decision store" in str(w.message)]
     assert len(texts) == 1, texts
-    for word in (*words, tune_result.ENV, "cache=False"):
+    for word in (*words, store.ENV, "cache=False"):
         assert word in texts[0], texts[0]
 
 
 def test_a_cache_variable_naming_a_file_is_one_warning_and_the_result_is_returned(tmp_path, monkeypatch):
     (tmp_path / "a-file").write_text("not a folder")
-    monkeypatch.setenv(tune_result.ENV, str(tmp_path / "a-file"))
+    monkeypatch.setenv(store.ENV, str(tmp_path / "a-file"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         result = _tune()
@@ -161,18 +161,18 @@ def test_a_cache_variable_naming_a_file_is_one_warning_and_the_result_is_returne
 
 
 def test_a_folder_that_cannot_be_written_is_one_warning_and_the_result_is_returned(tmp_path, monkeypatch):
-    monkeypatch.delenv(tune_result.ENV)
+    monkeypatch.delenv(store.ENV)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
-    mkdir = tune_result.Path.mkdir
+    mkdir = store.Path.mkdir
 
     def read_only(self, *args, **kwargs):  # as in a read-only home (the tests may run as root, who may write there)
         if str(self).startswith(str(tmp_path / "home")):
             raise PermissionError(13, "Permission denied", str(self))
         return mkdir(self, *args, **kwargs)
 
-    monkeypatch.setattr(tune_result.Path, "mkdir", read_only)
+    monkeypatch.setattr(store.Path, "mkdir", read_only)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         result = _tune()
@@ -209,7 +209,7 @@ def test_a_file_that_is_no_decision_of_this_format_is_ignored_measured_again_and
     with pytest.warns(UserWarning, match=r"ignoring the cache file .*measuring again") as seen:
         result = _tune()
     assert result.reused_from is None and len([w for w in seen if "ignoring" in str(w.message)]) == 1
-    assert json.loads(path.read_text())["format"] == tune_result.FORMAT  # replaced by the new measurement
+    assert json.loads(path.read_text())["format"] == store.FORMAT  # replaced by the new measurement
     assert _tune().reused_from == str(path)
 
 
@@ -310,23 +310,23 @@ NON_DEFAULT = {
 
 
 def test_every_step_cost_argument_is_listed_and_tested():
-    assert set(NON_DEFAULT) == set(tune_result.STEP_COST_ARGS)
+    assert set(NON_DEFAULT) == set(store.STEP_COST_ARGS)
 
 
-@pytest.mark.parametrize("name", tune_result.STEP_COST_ARGS)
+@pytest.mark.parametrize("name", store.STEP_COST_ARGS)
 def test_every_trainer_argument_that_changes_a_steps_cost_is_in_the_fingerprint(name):
     model, loader = Net(), DataLoader(_images(), batch_size=BATCH)
-    plain, _ = tune_result.fingerprint(model, loader, [], {}, None)
-    changed, _ = tune_result.fingerprint(model, loader, [], {name: NON_DEFAULT[name]}, None)
-    assert tune_result.Store(plain).path != tune_result.Store(changed).path
+    plain, _ = store.fingerprint(model, loader, [], {}, None)
+    changed, _ = store.fingerprint(model, loader, [], {name: NON_DEFAULT[name]}, None)
+    assert store.Store(plain).path != store.Store(changed).path
 
 
 def test_torchs_threads_are_in_the_fingerprint():
     threads = torch.get_num_threads()
     try:
-        first, _ = tune_result.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
+        first, _ = store.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
         torch.set_num_threads(max(1, threads - 1) if threads > 1 else 2)
-        second, _ = tune_result.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
+        second, _ = store.fingerprint(Net(), DataLoader(_images(), batch_size=BATCH), [], {}, None)
     finally:
         torch.set_num_threads(threads)
     assert first["machine"] != second["machine"]
@@ -338,7 +338,7 @@ def test_looking_at_the_first_batch_leaves_the_loaders_shuffling_as_it_was():
         b[1].tolist()
         for b in DataLoader(_images(), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(3))
     ]
-    tune_result.fingerprint(Net(), loader, [], {}, None)
+    store.fingerprint(Net(), loader, [], {}, None)
     assert [b[1].tolist() for b in loader] == expected
 
 
@@ -346,7 +346,7 @@ def test_a_part_that_cannot_be_read_measures_and_stores_nothing_and_the_notes_sa
     def broken(loader):
         raise OSError("the share went away")
 
-    monkeypatch.setattr(tune_result, "first_batch", broken)
+    monkeypatch.setattr(store, "first_batch", broken)
     first = _tune()
     assert first.reused_from is None and _files() == []
     assert any("the data (its first batch could not be loaded: OSError: the share went away)" in n for n in first.notes)
