@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from lightning_efficient.functional.checklist import PILLOW_SIMD_INSTALL, Check
+from lightning_efficient.functional.check import Check
+from lightning_efficient.functional.checklist import PILLOW_SIMD_INSTALL
 from lightning_efficient.precision import cpu_flags, cpu_has_native_bf16, explain_precision
 
 
@@ -28,7 +29,7 @@ def diagnose() -> list[Check]:
     CPU cores, and the recommended precision and DataLoader settings.
 
     Returns:
-        One :class:`~lightning_efficient.functional.checklist.Check` per topic (``ok`` None: information only).
+        One :class:`~lightning_efficient.functional.check.Check` per topic (``ok`` None: information only).
     """
     from lightning_efficient.data.decode import pil_flavour
     from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from lightning_efficient.functional.position import EpochPosition, optimizer_steps_per_epoch, step_in_epoch
 
 if TYPE_CHECKING:
-    from lightning_efficient.callbacks.base import TrainerLike
+    from lightning_efficient.adapter import TrainerLike
 
 __all__ = ["EpochPosition", "epoch_position", "fractional_epoch", "planned_steps_per_epoch", "upcoming_batch"]
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from pytorch_lightning import Callback
 
-from lightning_efficient.callbacks.base import check_trainer_kwargs
+from lightning_efficient.adapter import check_trainer_kwargs
 from lightning_efficient.callbacks.channels_last import ChannelsLast
 from lightning_efficient.callbacks.efficiency_report import EfficiencyReport
 from lightning_efficient.callbacks.gpu_augmentation import GPUAugmentation

@@ -24,18 +24,13 @@ LAYERS: dict[str, int] = {
     "precision.py": 2,  # the environment: precision rules, machine description, Lightning's chatter
     "doctor.py": 2,
     "quiet.py": 2,
-    "callbacks/base.py": 2,  # the Lightning adapter: both packages' Callback, Trainer-like protocols
+    "adapter.py": 2,  # the Lightning adapter: both packages' Callback, Trainer-like protocols
     "pipeline.py": 3,  # the batch pipeline on the transfer hooks
     "fetch_timing.py": 3,  # the data wait around Lightning's fetch
     "progress.py": 3,  # the position in the run, from a Trainer
-    "tuning/__init__.py": 3,  # tune()'s records, policy, result and store: no Trainer
-    "tuning/records.py": 3,
-    "tuning/policy.py": 3,
-    "tuning/result.py": 3,
-    "tuning/store.py": 3,
     "callbacks/": 4,  # one callback per file; what each callback does to a run (roles.py)
-    "recipe.py": 5,  # the Trainer keyword arguments that turn everything on
-    "tuning/": 6,  # tune()'s front end and its measuring fits: Trainers of copies of the user's model
+    "recipe.py": 6,  # the Trainer keyword arguments that turn everything on
+    "tuning/": 5,  # tune(), one package: its records, policy, result, store, fits and front end
     "__init__.py": 7,  # the public API
     "app/": 8,  # the command-line app: public names only
     "__main__.py": 8,

@@ -10,7 +10,7 @@ import torch
 from lightning_efficient import recommended_precision
 from lightning_efficient.app.cli import main
 from lightning_efficient.doctor import diagnose
-from lightning_efficient.functional.checklist import Check
+from lightning_efficient.functional.check import Check
 
 
 def test_doctor_prints_the_environment_and_what_to_use(capsys):

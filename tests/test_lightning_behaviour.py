@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 from trainer_helpers import TRAINER_KW
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
+from lightning_efficient.adapter import LIGHTNING_PACKAGES
 from lightning_efficient.fetch_timing import FETCH_ACTION, watch_fetch
 
 PACKAGES = pytest.mark.parametrize("pl", LIGHTNING_PACKAGES, ids=lambda p: p.__name__)

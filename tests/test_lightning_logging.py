@@ -92,7 +92,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import lightning_efficient as le
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
+from lightning_efficient.adapter import LIGHTNING_PACKAGES, Callback
 
 
 class Net(pytorch_lightning.LightningModule):

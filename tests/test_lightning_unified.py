@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import lightning_efficient as le
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES, Callback
+from lightning_efficient.adapter import LIGHTNING_PACKAGES, Callback
 from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.pipeline import get_pipeline, hook_owner, overrides_hook
 

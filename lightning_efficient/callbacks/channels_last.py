@@ -8,7 +8,7 @@ from typing import Any, Optional
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_warn
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.functional.layout import (
     BatchToChannelsLast,
     ConversionReport,

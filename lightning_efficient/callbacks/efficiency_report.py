@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 import pytorch_lightning as pl
 import torch
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.callbacks.report_facts import (
     collect_facts,
     first_image_channels_last,
@@ -18,7 +18,8 @@ from lightning_efficient.callbacks.report_facts import (
     working_between_steps,
 )
 from lightning_efficient.fetch_timing import watch_fetch
-from lightning_efficient.functional.checklist import Check, checklist
+from lightning_efficient.functional.check import Check
+from lightning_efficient.functional.checklist import checklist
 from lightning_efficient.functional.measurement import Measurement, process_rss_bytes
 from lightning_efficient.functional.run_facts import verdict
 from lightning_efficient.functional.timing import Clock, CudaEventClock, HostClock, StepTimeline

@@ -9,7 +9,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.functional.augment import (
     build_augmentation,
     check_normalization_stats,

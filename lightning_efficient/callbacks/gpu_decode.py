@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_warn
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.data.device_decode import EncodedImages, decode_batch
 from lightning_efficient.functional.batch import get_entry, replace_entry
 from lightning_efficient.pipeline import BatchPipeline, add_stage

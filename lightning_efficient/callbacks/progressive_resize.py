@@ -9,7 +9,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch.utils.data import DataLoader
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.data.folder import FastImageFolder
 from lightning_efficient.functional.batch import get_entry, replace_entry
 from lightning_efficient.functional.resize import ResizeSchedule, resize_images

@@ -5,7 +5,7 @@ images of each training loader (:func:`images_per_loader`). The callback only wi
 from __future__ import annotations
 
 import math
-from typing import Any, Hashable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 import pytorch_lightning
 import torch
@@ -13,7 +13,7 @@ from pytorch_lightning.utilities.data import extract_batch_size
 from torch.utils.data import DataLoader, Subset
 from torchvision.datasets import DatasetFolder
 
-from lightning_efficient.callbacks.base import LIGHTNING_PACKAGES
+from lightning_efficient.adapter import LIGHTNING_PACKAGES
 from lightning_efficient.callbacks.roles import Role, role
 from lightning_efficient.data.decode import is_pillow_simd
 from lightning_efficient.data.loader import available_cpus, suggest_loader_kwargs
@@ -22,7 +22,24 @@ from lightning_efficient.functional.layout import is_channels_last
 from lightning_efficient.functional.measurement import Measurement
 from lightning_efficient.functional.run_facts import RunFacts
 from lightning_efficient.precision import recommended_precision
-from lightning_efficient.tuning.store import latest
+
+#: How EfficiencyReport finds tune()'s newest result for a model when it is not handed one: ``(module,
+#: batch_size) -> TuneResult | None``. tune() (a layer above the callbacks) registers its store's
+#: :func:`lightning_efficient.tuning.store.latest` here when imported (``import lightning_efficient`` does);
+#: empty: no lookup.
+STORED_RESULT: list[Callable[[torch.nn.Module, Optional[int]], Any]] = []
+
+
+def use_stored_results(lookup: Callable[[torch.nn.Module, Optional[int]], Any]) -> None:
+    """Make ``lookup`` the way EfficiencyReport finds tune()'s stored result for a model (see
+    :data:`STORED_RESULT`)."""
+    STORED_RESULT[:] = [lookup]
+
+
+def stored_result(module: torch.nn.Module, batch_size: Optional[int]) -> Any:
+    """tune()'s newest result for ``module`` through the registered lookup, else ``None``."""
+    return STORED_RESULT[0](module, batch_size) if STORED_RESULT else None
+
 
 #: torchvision transforms that augment per image on the CPU (found in the training dataset's transform).
 CPU_AUGMENTATIONS = (
@@ -124,7 +141,7 @@ def collect_facts(
         pillow_simd=is_pillow_simd(),
         decodes_images=isinstance(dataset, DatasetFolder),
         epochs=max(1, trainer.current_epoch),
-        tuned=tuned if tuned is not None else latest(pl_module, getattr(loader, "batch_size", None)),
+        tuned=tuned if tuned is not None else stored_result(pl_module, getattr(loader, "batch_size", None)),
     )
     # the ReportsEfficiencyFacts protocol; Trainer.callbacks is assigned by Lightning, not declared on the class
     for callback in trainer.callbacks:

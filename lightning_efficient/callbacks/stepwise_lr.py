@@ -12,7 +12,7 @@ from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torch.optim import Optimizer
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.functional import schedules as F
 from lightning_efficient.functional.position import EpochPosition
 from lightning_efficient.progress import epoch_position, planned_steps_per_epoch

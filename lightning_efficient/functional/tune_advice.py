@@ -4,12 +4,10 @@ model here (:func:`measured_check`), and the settings worth measuring when tune(
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lightning_efficient.functional.check import Check
 from lightning_efficient.functional.run_facts import RunFacts, verdict
-
-if TYPE_CHECKING:
-    from lightning_efficient.functional.checklist import Check
 
 
 def measured_check(facts: RunFacts, factor: str, value: Any, check: Check) -> Check:

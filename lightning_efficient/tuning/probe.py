@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 
-from lightning_efficient.callbacks.base import Callback
+from lightning_efficient.adapter import Callback
 from lightning_efficient.fetch_timing import watch_fetch
 from lightning_efficient.functional import layout
 from lightning_efficient.functional.measurement import Measurement

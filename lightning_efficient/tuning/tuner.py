@@ -13,20 +13,21 @@ import torch
 from lightning_fabric.utilities.data import sized_len
 from lightning_utilities.core.rank_zero import rank_zero_only
 
-from lightning_efficient.callbacks.base import (
+from lightning_efficient.adapter import (
     LIGHTNING_PACKAGES,
     LightningDataModuleLike,
     LightningModuleLike,
     check_trainer_kwargs,
 )
 from lightning_efficient.callbacks.channels_last import ChannelsLast
+from lightning_efficient.callbacks.report_facts import use_stored_results
 from lightning_efficient.callbacks.roles import Role, role
 from lightning_efficient.precision import check_precision
 from lightning_efficient.tuning.fits import Trials, same_state
 from lightning_efficient.tuning.policy import plan_options, search
 from lightning_efficient.tuning.records import Asked, Candidate
 from lightning_efficient.tuning.result import TuneResult
-from lightning_efficient.tuning.store import Store, fingerprint
+from lightning_efficient.tuning.store import Store, fingerprint, latest
 
 __all__ = ["check_arguments", "kept_callbacks", "tune"]
 
@@ -273,3 +274,7 @@ def tune(
     if verbose:
         rank_zero_only(print)(result)
     return result
+
+
+# EfficiencyReport (a layer below) quotes tune()'s newest stored result for a model it is not handed.
+use_stored_results(latest)
