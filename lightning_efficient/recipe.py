@@ -69,10 +69,14 @@ def recipe(
         TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`, ``progressive_resize`` is neither a
             bool nor a :class:`~lightning_efficient.ProgressiveResize`, or ``callbacks`` is not a list of callbacks.
 
-    Example::
+    Example:
+        ```python
+        kwargs = recipe(augmentation="trivial_augment")
+        trainer = pl.Trainer(max_epochs=10, **kwargs)
 
-        trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
-        trainer = pl.Trainer(max_epochs=10, **recipe(tune=tune(model, loader, max_epochs=10)))
+        result = tune(model, loader, max_epochs=10)  # measured settings
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        ```
     """
     check_trainer_kwargs(trainer_kwargs, "recipe()", own=recipe)
     if tune is not None:

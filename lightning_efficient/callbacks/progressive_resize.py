@@ -57,9 +57,11 @@ class ProgressiveResize(Callback):
         ValueError: a schedule value out of range (see :class:`ResizeSchedule`), ``mask_key == image_key``, or at
             the start of fit, no run length (``max_epochs=-1`` and no ``max_steps``, without ``total_epochs``).
 
-    Example::
-
-        trainer = pl.Trainer(max_epochs=16, **recipe(progressive_resize=True, augmentation="trivial_augment"))
+    Example:
+        ```python
+        kwargs = recipe(progressive_resize=True, augmentation="trivial_augment")
+        trainer = pl.Trainer(max_epochs=16, **kwargs)
+        ```
     """
 
     def __init__(

@@ -200,13 +200,17 @@ class FastImageFolder(ImageFolder):
             with ``backend="nvjpeg"``, or both ``extensions`` and ``is_valid_file``.
         ImageDecodeError: (from ``__getitem__``, an ``OSError``) a file cannot be decoded and ``on_error="raise"``.
 
-    Example::
-
+    Example:
+        ```python
         train = FastImageFolder("imagenet/train", size=176, train=True)
         val = FastImageFolder("imagenet/val", size=224, train=False)
-        loader = DataLoader(train, batch_size=256, shuffle=True, collate_fn=uint8_collate,
-                            **suggest_loader_kwargs().kwargs)
-        images, targets = next(iter(loader))  # uint8 [256, 3, 176, 176], int64 [256]
+        loader = DataLoader(
+            train, batch_size=256, shuffle=True, collate_fn=uint8_collate,
+            **suggest_loader_kwargs().kwargs,
+        )
+        images, targets = next(iter(loader))
+        # images: uint8 [256, 3, 176, 176]; targets: int64 [256]
+        ```
 
     Sources: torchvision ``RandomResizedCrop``/``Resize``/``CenterCrop``; libjpeg DCT scaling and Pillow's
     ``Image.draft`` documentation; MosaicML Composer's note on Pillow-SIMD for CPU-bound loading.

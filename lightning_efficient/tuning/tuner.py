@@ -179,11 +179,15 @@ def tune(
         RuntimeError: the current settings themselves fail to train.
 
     Returns:
-        A :class:`~lightning_efficient.TuneResult`, to train with, e.g.::
+        A :class:`~lightning_efficient.TuneResult`, to train with (see the example).
 
-            result = tune(model, train_loader, max_epochs=10)
-            trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
-            trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
+    Example:
+        ```python
+        result = tune(model, train_loader, max_epochs=10)
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        model = result.prepare_model(model)
+        trainer.fit(model, result.dataloader(train_loader))
+        ```
     """
     started = time.perf_counter()
     package = next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)

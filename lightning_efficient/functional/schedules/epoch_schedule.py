@@ -101,10 +101,13 @@ class warmup_cosine(EpochSchedule):
     Raises:
         ValueError: arguments out of range; calling past the warmup while ``total_epochs`` is still ``None``.
 
-    Example::
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(warmup_epochs=5))
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}  # + Trainer(callbacks=[StepwiseLR()])
+    Example:
+        ```python
+        # in configure_optimizers(), with Trainer(callbacks=[StepwiseLR()])
+        schedule = warmup_cosine(warmup_epochs=5)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        ```
     """
 
     def __init__(

@@ -1,0 +1,153 @@
+"""The examples in the package's docstrings, as the API pages show them.
+
+mkdocstrings renders a Google-style ``Example:`` section as a box whose body is Markdown: a fenced block there is
+shown as code, anything else as run-on prose. So every example is written one way::
+
+    Example:
+        ```python
+        trainer = pl.Trainer(**recipe())
+        ```
+
+(```` ```pycon ```` for an interactive session with ``>>>`` prompts and their output). These tests read every
+docstring of the package from its source, without importing it, and fail on an ``Example:`` that is not such a
+block, on a doctest marker (``# doctest: +SKIP`` would be shown on the page), and on a code line too long for the
+page's column. The ``>>>`` sessions are run, so the output they show stays true.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lightning_efficient"
+# Code lines of an example, from the fence's indent: at 1280 px, longer ones are cut behind a horizontal scroll in
+# the API pages' column (docs/check_layout.py measures it).
+MAX_CODE_LINE = 76
+_HEADER = re.compile(r"^(\s*)Examples?\s*:")  # "Example:", "Examples:", "Example::", "Example: prose"
+_FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+_DOCTEST_MARKER = re.compile(r"#\s*doctest\s*:", re.IGNORECASE)
+
+
+def _docstrings() -> list[tuple[str, str]]:
+    """``(where, docstring)`` of every module, class and function in the package's source."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    name = module if isinstance(node, ast.Module) else f"{module}.{node.name}"
+                    found.append((f"{name} (line {getattr(node, 'lineno', 1)})", doc))
+    return found
+
+
+def example_problems(doc: str) -> list[str]:
+    """What keeps the examples of ``doc`` (a cleaned docstring) from rendering as code on the API pages."""
+    problems = []
+    lines = doc.split("\n")
+    for i, line in enumerate(lines):
+        if _DOCTEST_MARKER.search(line):
+            problems.append(f"doctest marker (shown on the page): {line.strip()!r}")
+        header = _HEADER.match(line)
+        if not header:
+            continue
+        if line.strip() != "Example:":
+            problems.append(f"{line.strip()!r}: write 'Example:' alone on its line, the code in a fenced block")
+            continue
+        if i > 0 and lines[i - 1].strip():
+            problems.append("'Example:' needs a blank line above it (else it is not a section)")
+        below = lines[i + 1] if i + 1 < len(lines) else ""
+        fence = _FENCE.match(below)
+        indent = len(header.group(1))
+        if not fence or len(fence.group(1)) <= indent or fence.group(2) not in ("python", "pycon"):
+            problems.append(f"'Example:' not followed by an indented ```python (or ```pycon) fence: {below!r}")
+            continue
+        body, end = [], None
+        for j in range(i + 2, len(lines)):
+            if lines[j].strip() == "```" and lines[j].startswith(fence.group(1)):
+                end = j
+                break
+            body.append(lines[j])
+        if end is None:
+            problems.append("the example's ``` fence is never closed")
+            continue
+        if not any(b.strip() for b in body):
+            problems.append("an empty example")
+        width = len(fence.group(1))
+        for code in body:
+            if code.strip() and not code.startswith(fence.group(1)):
+                problems.append(f"a code line left of its fence: {code!r}")
+            if len(code) - width > MAX_CODE_LINE:
+                problems.append(f"a code line over {MAX_CODE_LINE} characters (cut on the page): {code.strip()!r}")
+    return problems
+
+
+def test_every_example_is_a_code_block() -> None:
+    docstrings = _docstrings()
+    examples = sum(doc.count("Example:") for _, doc in docstrings)
+    assert examples >= 15, f"only {examples} examples found: is {PACKAGE} the package?"
+    bad = [f"{where}: {p}" for where, doc in docstrings for p in example_problems(doc)]
+    assert not bad, "\n".join(bad)
+
+
+PROSE = """Do a thing.
+
+Example::
+
+    trainer = pl.Trainer(callbacks=[Thing()])  # doctest: +SKIP
+"""
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        PROSE,  # the reST literal block: prose on the page
+        "Do a thing.\n\nExample: pass ``n=3`` to get three.",  # a prose paragraph
+        "Do a thing.\n\nExample:\n    trainer = pl.Trainer()",  # an indented block, no fence
+        "Do a thing.\n\nExamples:\n    ```python\n    x = 1\n    ```",  # the other spelling
+        "Do a thing.\n\nExample:\n    ```python\n    x = 1",  # never closed
+        "Do a thing.\n\nExample:\n    ```python\n    x = [" + "1, " * 30 + "]\n    ```",  # too long
+        "Do a thing.\nExample:\n    ```python\n    x = 1\n    ```",  # no blank line above: not a section
+    ],
+)
+def test_the_check_catches_examples_that_are_not_code(doc: str) -> None:
+    assert example_problems(doc)
+
+
+def test_a_fenced_example_passes() -> None:
+    assert not example_problems("Do a thing.\n\nExample:\n    ```python\n    x = 1\n\n    y = x\n    ```\n\nMore.")
+    assert any(p.startswith("doctest marker") for p in example_problems(PROSE))
+
+
+def _sessions() -> list[tuple[str, str, str]]:
+    """``(module, where, code)`` of every ```pycon example."""
+    found = []
+    for where, doc in _docstrings():
+        for block in re.findall(r"^( *)```pycon\n(.*?)^\1```", doc, re.MULTILINE | re.DOTALL):
+            found.append((where.split(" ")[0], where, textwrap.dedent(block[1])))
+    return found
+
+
+@pytest.mark.parametrize("module, where, code", _sessions(), ids=lambda v: v if "\n" not in v else "")
+def test_session_examples_show_what_runs(module: str, where: str, code: str) -> None:
+    namespace = None
+    parts = module.split(".")
+    for cut in range(len(parts), 0, -1):  # a function's or class's module
+        try:
+            namespace = dict(vars(importlib.import_module(".".join(parts[:cut]))))
+            break
+        except ImportError:
+            continue
+    assert namespace is not None, where
+    test = doctest.DocTestParser().get_doctest(code, namespace, where, None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test, out=lambda s: pytest.fail(f"{where}:\n{s}"))
+    assert runner.summarize(verbose=False).attempted > 0
