@@ -151,3 +151,20 @@ def test_session_examples_show_what_runs(module: str, where: str, code: str) -> 
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test, out=lambda s: pytest.fail(f"{where}:\n{s}"))
     assert runner.summarize(verbose=False).attempted > 0
+
+
+def test_no_lambda_defaults_in_signatures() -> None:
+    """A lambda default shows on the API pages as ``(lambda: ...)()``; a named function reads."""
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "default_factory" and isinstance(node.value, ast.Lambda):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{node.value.lineno}: default_factory=lambda")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+                bad += [
+                    f"{path.relative_to(PACKAGE.parent)}:{d.lineno}: a lambda default of {node.name}()"
+                    for d in defaults
+                    if isinstance(d, ast.Lambda)
+                ]
+    assert not bad, "\n".join(bad)
