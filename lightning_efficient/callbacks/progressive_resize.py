@@ -44,7 +44,14 @@ class ProgressiveResize(Callback):
     ``num_workers x prefetch_factor + 2`` batches ahead (sides only grow) and this stage resizes the rest of the way.
 
     Args:
-        start_scale, delay, finetune, multiple, min_side, end_scale: the schedule (see :class:`ResizeSchedule`).
+        start_scale: the scale of the side at the start, in ``(0, 1]`` (default 0.5: half the side).
+        delay: the share of the run (0-1) at ``start_scale`` (default 0.5).
+        finetune: the share of the run (0-1) at the end at ``end_scale``; ``delay + finetune <= 1`` (default 0.2).
+        multiple: intermediate sides are multiples of this many pixels, ``>= 1`` (default 8).
+        min_side: intermediate sides are at least this many pixels, rounded up to a ``multiple``; an image side at
+            or below it is never shrunk; 0: no floor (default 64, see :class:`ResizeSchedule`).
+        end_scale: the scale of the side at the end of the ramp and during ``finetune``, in
+            ``[start_scale, 1]`` (default 1.0: the final side).
         image_key: where the images are in a batch: an index for tuple/list batches (default 0), a key for dicts;
             a bare tensor batch is the images. uint8 or floating ``[B, C, H, W]``.
         mask_key: index/key of segmentation masks ``[B, H, W]`` or ``[B, K, H, W]``, resized with nearest

@@ -37,15 +37,23 @@ class TuneResult:
     """What :func:`~lightning_efficient.tune` measured and chose.
 
     Attributes:
-        current: the user's settings as given; ``chosen``: the settings to train with.
+        current: the user's settings as given (a :class:`~lightning_efficient.tuning.records.Candidate`:
+            precision, channels_last, compile, num_workers).
+        chosen: the settings to train with, a :class:`~lightning_efficient.tuning.records.Candidate`
+            (also as :attr:`precision`, :attr:`channels_last`, :attr:`compile`, :attr:`num_workers`).
         decisions: one :class:`~lightning_efficient.tuning.policy.Decision` per value tried, in order.
         baseline: what the current settings measured, a
             :class:`~lightning_efficient.tuning.records.Window`
             (:data:`~lightning_efficient.tuning.records.NO_WINDOW`: nothing measured).
-        budget_s: the time budget; ``tuning_s``: seconds tune() took (reused: the lookup's);
-            ``reused_from``: the cache file; ``machine``:
-            :func:`~lightning_efficient.doctor.machine_info` where it was measured; ``arch``: the model's
-            architecture key (:func:`~lightning_efficient.tuning.store.arch_key`); ``notes``: remarks.
+        budget_s: the time budget in seconds (a share of the planned run, capped by ``max_seconds``).
+        tuning_s: the seconds tune() took; for a reused decision, those of the lookup.
+        reused_from: the cache file the decision was read from; ``None``: measured in this call.
+        machine: where it was measured: :func:`~lightning_efficient.doctor.machine_info` (CPU, GPU,
+            versions).
+        arch: the model's architecture key (:func:`~lightning_efficient.tuning.store.arch_key`), part of
+            the cache key.
+        notes: remarks in words (e.g. callbacks left out of the measuring fits), also printed by
+            ``str()``.
     """
 
     current: Candidate = Candidate()
