@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "doctor",
         help="check the environment (torch/CUDA/cuDNN, bf16, AMX, kornia, PIL flavour, cores) and say what to use",
+        description="Check the environment (torch, CUDA, cuDNN, native bf16, AMX, kornia, the PIL flavour, CPU "
+        "cores) and say which settings to use here.",
     )
     return parser
 
