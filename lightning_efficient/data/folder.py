@@ -326,7 +326,11 @@ class FastImageFolder(ImageFolder):
         self._warned = False
 
     def find_classes(self, directory: str | Path) -> tuple[list[str], dict[str, int]]:
-        """As ``ImageFolder.find_classes`` (sorted sub-folder names), with an error that names the path and fix."""
+        """As ``ImageFolder.find_classes`` (sorted sub-folder names), with an error that names the path and fix.
+
+        Args:
+            directory: the folder holding one sub-folder per class.
+        """
         try:
             return super().find_classes(directory)
         except FileNotFoundError as err:
@@ -344,6 +348,10 @@ class FastImageFolder(ImageFolder):
     def load_image(self, path: str, crop: CropChoice | None = None) -> torch.Tensor:
         """Decode, crop and resize one file to ``uint8 [3, H, W]`` (``crop``: default :attr:`crop`, at ``size``); no
         ``transform``, no skipping.
+
+        Args:
+            path: the image file.
+            crop: how to crop it; ``None``: the dataset's :attr:`crop`.
 
         Raises:
             ImageDecodeError: the file cannot be read or decoded; the message names the file and the fix.

@@ -171,10 +171,17 @@ def budget_seconds(
 
 @dataclass(frozen=True)
 class Decision:
-    """How the ``value`` of one ``factor`` of :data:`FACTORS` was decided ``against`` the value in use:
-    the ``verdict`` (:class:`~lightning_efficient.tuning.records.Verdict`), images/s new / old of each
-    pair of windows (``ratios``) and one sentence (``reason``). The table, JSON and sentences come from
-    it."""
+    """How the value of one factor was decided against the value in use. The table, JSON and
+    sentences come from it.
+
+    Attributes:
+        factor: one of :data:`FACTORS`.
+        value: the value tried.
+        against: the value in use.
+        verdict: a :class:`~lightning_efficient.tuning.records.Verdict`.
+        ratios: images/s new / old of each pair of windows.
+        reason: one sentence saying why.
+    """
 
     factor: str
     value: Any

@@ -14,9 +14,14 @@ from typing import Any, NamedTuple, Optional
 
 @dataclass(frozen=True)
 class Candidate:
-    """One configuration of the factors: Lightning's ``precision`` string, ``channels_last`` (the
-    ChannelsLast callback), ``compile`` (:func:`~lightning_efficient.tuning.result.compile_submodules`),
-    the training loader's ``num_workers`` (``None``: as given)."""
+    """One configuration of the factors.
+
+    Attributes:
+        precision: Lightning's precision string.
+        channels_last: with the ChannelsLast callback.
+        compile: compiled (:func:`~lightning_efficient.tuning.result.compile_submodules`).
+        num_workers: the training loader's ``num_workers``; ``None``: as given.
+    """
 
     precision: str = "32-true"
     channels_last: bool = False
@@ -66,9 +71,16 @@ class Request:
 
 @dataclass(frozen=True)
 class Window:
-    """The answer to ``"baseline"``, as rank 0 measured it: median seconds per batch, their share (0-1)
-    spent waiting for data, images per batch, seconds since tuning began, the planned run's batches,
-    optimizer steps per batch."""
+    """The answer to ``"baseline"``, as rank 0 measured it.
+
+    Attributes:
+        step_s: the median seconds per batch.
+        data_wait: the share (0-1) of those seconds spent waiting for data.
+        batch_size: images per batch.
+        elapsed_s: seconds since tuning began.
+        planned_batches: the planned run's batches; ``None``: no planned length.
+        steps_per_batch: optimizer steps per batch (below 1 with gradient accumulation).
+    """
 
     step_s: float
     data_wait: float

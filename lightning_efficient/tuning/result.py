@@ -199,18 +199,30 @@ class TuneResult:
             raise TypeError("machine, arch: expected a dict and a text")
 
     def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""
+        """:meth:`to_dict` as JSON text.
+
+        Args:
+            **kwargs: passed to :func:`json.dumps` (default ``indent=2``).
+        """
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
 
     def prepare_model(self, model: ModuleT) -> ModuleT:
-        """``model``, its submodules compiled in place if compiling was chosen (returned either way)."""
+        """``model``, its submodules compiled in place if compiling was chosen (returned either way).
+
+        Args:
+            model: the LightningModule to train (the one given to :func:`~lightning_efficient.tune`).
+        """
         if self.chosen.compile:
             compile_submodules(model)
         return model
 
     def dataloader(self, loader: Any) -> Any:
         """``loader`` rebuilt with the chosen ``num_workers`` (same dataset, sampler, collate...), or
-        ``loader``."""
+        ``loader`` itself where that count is its own or none was chosen.
+
+        Args:
+            loader: the training DataLoader.
+        """
         workers = self.chosen.num_workers
         if workers in (None, getattr(loader, "num_workers", None)):
             return loader
