@@ -219,7 +219,11 @@ class GPUAugmentation(Callback):
 
     # ------------------------------------------------------------------------------------------------ batches
     def generator(self, device: torch.device) -> torch.Generator:
-        """The callback's generator on ``device`` (created and seeded on first use)."""
+        """The callback's generator on ``device`` (created and seeded on first use).
+
+        Args:
+            device: the device the batches are augmented on.
+        """
         key = str(device)
         g = self._generators.get(key)
         if g is None:

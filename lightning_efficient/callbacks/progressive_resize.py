@@ -140,6 +140,9 @@ class ProgressiveResize(Callback):
         """The run's length in epochs the schedule spans (``total_epochs``, ``max_epochs``, or ``max_steps`` over the
         optimizer steps per epoch).
 
+        Args:
+            trainer: the Trainer of the run.
+
         Raises:
             ValueError: none of them is known.
         """

@@ -134,6 +134,11 @@ class warmup_cosine(EpochSchedule):
         self.final_factor = float(final_factor)
 
     def factor(self, epoch: float) -> float:
+        """The LR factor (of the base LR) at ``epoch``: the linear warmup, then the cosine.
+
+        Args:
+            epoch: the position in the run in fractional epochs.
+        """
         w = self.warmup_epochs
         if epoch < w:
             return self.start_factor + (1.0 - self.start_factor) * epoch / w
