@@ -152,7 +152,13 @@ def undisturbed(rates: Sequence[tuple[float, float]], factor: str = "", limit: f
     """Indices of the pairs ``(new, old)`` (images/s) to judge for ``factor``: all for ``"num_workers"``
     or while under 4 are *fast* (no side under ``1 / limit`` of its fastest window, relative to the
     other); else those within ``limit`` times or 6 standard deviations of the fast pairs' mean log ratio.
-    Symmetric; noisy pairs stay."""
+    Symmetric; noisy pairs stay.
+
+    Args:
+        rates: images/s ``(new, old)`` of each pair.
+        factor: the factor measured.
+        limit: how many times slower than the fastest a window may be and still count as fast.
+    """
     best = math.log(max((n for n, _ in rates), default=1.0) / max((o for _, o in rates), default=1.0))
     logs = [math.log(n / o) for n, o in rates]
     fast = [x for x in logs if abs(x - best) <= math.log(limit)]
@@ -165,7 +171,12 @@ def undisturbed(rates: Sequence[tuple[float, float]], factor: str = "", limit: f
 def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> float:
     """Images/s of a window's steps ``(seconds, ..., images)`` measuring ``factor``, without its slowest
     step (per image, from 3 steps; not for ``"num_workers"``, whose stalls are what it removes): a
-    disturbance only ever slows steps, so one disturbed step no longer decides a pair."""
+    disturbance only ever slows steps, so one disturbed step no longer decides a pair.
+
+    Args:
+        steps: the window's steps, ``(seconds, ..., images)`` each.
+        factor: the factor measured.
+    """
     trim = -1 if factor != "num_workers" and len(steps) > 2 else None
     kept = sorted(steps, key=lambda s: s[0] / max(s[-1], 1))[:trim]
     return sum(s[-1] for s in kept) / sum(s[0] for s in kept)
@@ -250,7 +261,14 @@ def measure_again(
 def plan_options(device: str, precision: str, asked: Asked, loader: Any) -> Options:
     """The values to try per factor on ``device`` with the run's ``precision`` and training ``loader``
     (``None``: built inside the Trainer), ``recipe()``'s default of each (where it is among them), and
-    notes."""
+    notes.
+
+    Args:
+        device: ``"cuda"`` or ``"cpu"``.
+        precision: the run's Lightning precision.
+        asked: what :func:`~lightning_efficient.tune` was asked to measure.
+        loader: the training DataLoader; ``None``: built inside the Trainer.
+    """
     notes: list[str] = []
     precisions, workers, cpus = asked.precisions, asked.num_workers, available_cpus()
     native = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
