@@ -12,16 +12,23 @@ shown as code, anything else as run-on prose. So every example is written one wa
 docstring of the package from its source, without importing it, and fail on an ``Example:`` that is not such a
 block, on a doctest marker (``# doctest: +SKIP`` would be shown on the page), and on a code line too long for the
 page's column. The ``>>>`` sessions are run, so the output they show stays true.
+
+Also what the signatures and entries of the API pages (``docs/api/*.md``) need: no lambda default (shown as
+``(lambda: ...)()``), and an ``Args``/``Attributes`` entry of its own for every parameter and dataclass field.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import doctest
+import enum
 import importlib
+import inspect
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +175,93 @@ def test_no_lambda_defaults_in_signatures() -> None:
                     if isinstance(d, ast.Lambda)
                 ]
     assert not bad, "\n".join(bad)
+
+
+# Lightning's own hooks (documented by Lightning) and the state-dict protocol: their parameters need no entry.
+_HOOKS = re.compile(r"^(on_\w+|setup|teardown|state_dict|load_state_dict)$")
+
+
+def _api_entries() -> list[str]:
+    """The ``::: lightning_efficient...`` identifiers of the API pages (docs/api/*.md)."""
+    pages = sorted((PACKAGE.parent / "docs" / "api").glob("*.md"))
+    found = [
+        i for page in pages for i in re.findall(r"^:::\s*(lightning_efficient(?:\.\w+)+)\s*$", page.read_text(), re.M)
+    ]
+    assert found, "no API pages found"
+    return found
+
+
+def _resolve(identifier: str) -> Any:
+    parts = identifier.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(identifier)
+
+
+def _entries(doc: str | None, titles: tuple[str, ...]) -> set[str]:
+    """The names of the entries of a docstring's Google-style sections ``titles`` (``**kwargs`` as ``kwargs``)."""
+    names, inside = set(), False
+    for line in inspect.cleandoc(doc or "").split("\n"):
+        if re.match(rf"^({'|'.join(titles)}):\s*$", line):
+            inside = True
+            continue
+        if inside and line and not line.startswith(" "):
+            inside = False
+        entry = re.match(r"^    (\*{0,2}\w+)\s*(\([^)]*\))?:", line) if inside else None
+        if entry:
+            names.add(entry.group(1).lstrip("*"))
+    return names
+
+
+def _documented_objects() -> list[tuple[str, Any]]:
+    """Every function, class and public method the API pages show (a module entry: its own classes, functions)."""
+    objects = []
+    for identifier in _api_entries():
+        obj = _resolve(identifier)
+        if inspect.ismodule(obj):
+            tops = [
+                (f"{identifier}.{name}", member)
+                for name, member in vars(obj).items()
+                if not name.startswith("_")
+                and getattr(member, "__module__", None) == obj.__name__
+                and (inspect.isclass(member) or inspect.isfunction(member))
+            ]
+        else:
+            tops = [(identifier, obj)]
+        for name, top in tops:
+            objects.append((name, top))
+            if inspect.isclass(top):
+                objects += [
+                    (f"{name}.{attr}", member)
+                    for attr, member in vars(top).items()
+                    if inspect.isfunction(member) and not attr.startswith("_") and not _HOOKS.match(attr)
+                ]
+    return objects
+
+
+def test_api_entries_document_every_parameter_and_field() -> None:
+    """Each parameter of a function or class on the API pages, and each field of a dataclass there, has its own
+    ``Args``/``Attributes`` entry (the page shows its type and default beside it)."""
+    missing = []
+    for name, obj in _documented_objects():
+        if not callable(obj) or inspect.isclass(obj) and issubclass(obj, (BaseException, enum.Enum, tuple)):
+            continue  # constants; exceptions, enums, named tuples: no constructor called with documented arguments
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            wanted = {f.name for f in dataclasses.fields(obj)}
+            have = _entries(obj.__doc__, ("Attributes", "Args"))
+        elif inspect.isclass(obj):
+            wanted = set(inspect.signature(obj.__init__).parameters) - {"self"}
+            have = _entries(f"{obj.__doc__}\n\n{obj.__init__.__doc__ or ''}", ("Args", "Attributes"))
+        else:
+            wanted = set(inspect.signature(obj).parameters) - {"self", "cls"}
+            have = _entries(obj.__doc__, ("Args",))
+        if wanted - have:
+            missing.append(f"{name}: {', '.join(sorted(wanted - have))}")
+    assert len(_documented_objects()) > 50, "the API pages' objects were not found"
+    assert not missing, "no entry of their own on the API pages:\n" + "\n".join(missing)
