@@ -6,6 +6,9 @@
   ``lightning_efficient.__all__`` has an API entry (``::: lightning_efficient.<name>`` in ``docs/api/*.md``).
 - ``on_config``: the package version (``lightning_efficient.__version__``, read without importing) in the site name.
 - ``on_files`` also adds ``CHANGELOG.md`` as the page ``changelog.md``.
+- ``on_page_markdown`` fills the command-line page (``docs/api/cli.md``): each ``<!-- cli-help: CMD -->`` line
+  becomes the ``--help`` text of ``lightning-efficient CMD``, from the parser in ``lightning_efficient/app/cli.py``
+  (loaded from its file, without importing the package), wrapped to the page's code width.
 - ``on_page_markdown``: a note on each results page saying which repository file it is; nested lists indented
   by 2 spaces (as GitHub reads them) made readable for Python-Markdown; the project's own goals ("Target: ...
   <= 0.7x", a "target met" column, "The main job" in a title) left out of the results pages, which are for
@@ -39,6 +42,8 @@ API_DIR = Path(__file__).resolve().parent / "api"
 RESULT_SUFFIXES = {".md", ".png", ".svg", ".jpg", ".json"}
 NOT_DOCUMENTED = {"__version__"}  # in __all__, but not an object with a docstring
 CHANGELOG = ROOT / "CHANGELOG.md"
+CLI = ROOT / "lightning_efficient" / "app" / "cli.py"
+CLI_COLUMNS = 80  # argparse wraps its help to $COLUMNS - 2: lines that fit the page's code blocks
 
 
 def _version() -> str:
@@ -127,8 +132,41 @@ def _drop_column(markdown: str, header: str) -> str:
     return "\n".join(out)
 
 
+_CLI_HELP = re.compile(r"^<!-- cli-help:\s*(\w*)\s*-->$", re.MULTILINE)
+
+
+def _cli_help(command: str) -> str:
+    """``lightning-efficient [command] --help`` as the parser prints it, in a fenced block."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("_lightning_efficient_cli", CLI)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # argparse only: the commands import the package when they run
+    parser = module.build_parser()
+    if command:
+        subparsers = next(a for a in parser._actions if a.dest == "command")
+        if command not in subparsers.choices:
+            log.warning("docs/api/cli.md: no command %r in %s", command, CLI.relative_to(ROOT))
+            return ""
+        parser = subparsers.choices[command]
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(CLI_COLUMNS)
+    try:
+        text = parser.format_help()
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+    return f"```text\n$ lightning-efficient {command + ' ' if command else ''}--help\n{text.rstrip()}\n```"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     src = page.file.src_uri
+    if src == "api/cli.md":
+        return _CLI_HELP.sub(lambda m: _cli_help(m.group(1)), markdown)
     if src == "changelog.md":
         return markdown.replace("](benchmarks/results/", "](benchmarks/")
     if src.startswith("benchmarks/") and src != "benchmarks/index.md":

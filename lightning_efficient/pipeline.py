@@ -194,6 +194,11 @@ class BatchPipeline:
     def add(self, name: str, fn: BatchTransform, kind: str) -> Stage:
         """Add (or, for an existing ``name``, replace and move to the end of its kind) a stage; returns it.
 
+        Args:
+            name: the stage's name, e.g. ``"channels_last"``.
+            fn: ``fn(batch, dataloader_idx)`` returning the new batch.
+            kind: one of :data:`STAGE_KINDS`: where in the order the stage runs.
+
         Raises:
             ValueError: ``kind`` is not one of :data:`STAGE_KINDS`.
             TypeError: ``fn`` is not callable.
@@ -211,7 +216,11 @@ class BatchPipeline:
         return stage
 
     def remove(self, name: str) -> None:
-        """Remove the stage ``name`` (no error if absent); the last removal uninstalls the pipeline."""
+        """Remove the stage ``name`` (no error if absent); the last removal uninstalls the pipeline.
+
+        Args:
+            name: the stage's name, as given to :meth:`add`.
+        """
         self._stages.pop(name, None)
         if not self._stages and self.installed:
             self._uninstall()
@@ -236,6 +245,9 @@ class BatchPipeline:
         A run is the stages before the user's hook, or those after it: a batch gives a clock zero, one or two
         ``start``/``stop`` pairs (two with ``GPUDecode`` and a later stage), so a clock should sum its intervals.
         ``stop`` is called even when a stage raises.
+
+        Args:
+            clock: a :class:`StageTimer` (any object with ``start()`` and ``stop()``).
         """
         if not (callable(getattr(clock, "start", None)) and callable(getattr(clock, "stop", None))):
             raise TypeError(f"BatchPipeline.add_clock needs an object with start() and stop(), got {clock!r}.")
@@ -243,7 +255,11 @@ class BatchPipeline:
             self._clocks.append(clock)
 
     def remove_clock(self, clock: StageTimer) -> None:
-        """Detach ``clock`` (no error if it was not attached)."""
+        """Detach ``clock`` (no error if it was not attached).
+
+        Args:
+            clock: the clock given to :meth:`add_clock`.
+        """
         self._clocks = [c for c in self._clocks if c is not clock]
 
     # ------------------------------------------------------------------------------------------- running
@@ -264,7 +280,12 @@ class BatchPipeline:
         return batch
 
     def run(self, batch: Any, dataloader_idx: int = 0) -> Any:
-        """What the wrapped hook does: the "before" stages, the user's hook, then the other stages."""
+        """What the wrapped hook does: the "before" stages, the user's hook, then the other stages.
+
+        Args:
+            batch: the batch on the device, as Lightning passes it to ``on_after_batch_transfer``.
+            dataloader_idx: the index of the dataloader it came from.
+        """
         stages = self.stages
         self.batches += 1
         self.image_scale = 1.0  # until a resize stage says otherwise for this batch

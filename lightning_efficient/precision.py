@@ -137,11 +137,14 @@ def explain_precision(accelerator: str = "auto") -> PrecisionChoice:
     Raises:
         ValueError: an unknown accelerator name, or ``"cuda"`` with no CUDA device.
 
-    Example::
+    Example:
+        ```python
+        from lightning_efficient import explain_precision
 
-        >>> from lightning_efficient import explain_precision
-        >>> print(explain_precision("cpu"))  # doctest: +SKIP
-        precision='bf16-mixed' on CPU (x86_64, AVX512): the CPU has native bf16 dot products (avx512_bf16) ...
+        print(explain_precision("cpu"))
+        # precision='bf16-mixed' on CPU (x86_64, AVX512): the CPU has
+        # native bf16 dot products (avx512_bf16) ...  (on such a CPU)
+        ```
     """
     acc = _resolve_accelerator(accelerator)
     if acc == "cuda":
@@ -196,9 +199,10 @@ def recommended_precision(accelerator: str = "auto") -> str:
     Raises:
         ValueError: an unknown accelerator name, or ``"cuda"`` with no CUDA device.
 
-    Example::
-
+    Example:
+        ```python
         trainer = pl.Trainer(precision=recommended_precision())
+        ```
     """
     return explain_precision(accelerator).precision
 

@@ -50,7 +50,8 @@ def recipe(
         precision: Lightning precision string; default: ``tune``'s choice, else recommended for ``accelerator``.
         accelerator: passed to :func:`recommended_precision` and, unless ``"auto"``, to the Trainer.
         channels_last: include :class:`ChannelsLast`; default: ``tune``'s choice, else ``True``.
-        stepwise_lr, efficiency_report: include that callback.
+        stepwise_lr: include :class:`~lightning_efficient.StepwiseLR` (LR schedulers stepped per optimizer step).
+        efficiency_report: include :class:`~lightning_efficient.EfficiencyReport` (where the time goes).
         augmentation: None, a preset name or module for :class:`GPUAugmentation`, or a ready
             :class:`GPUAugmentation` instance.
         progressive_resize: ``True`` for :class:`~lightning_efficient.ProgressiveResize` with its defaults, or a ready
@@ -69,10 +70,14 @@ def recipe(
         TypeError: ``tune`` is not a :class:`~lightning_efficient.TuneResult`, ``progressive_resize`` is neither a
             bool nor a :class:`~lightning_efficient.ProgressiveResize`, or ``callbacks`` is not a list of callbacks.
 
-    Example::
+    Example:
+        ```python
+        kwargs = recipe(augmentation="trivial_augment")
+        trainer = pl.Trainer(max_epochs=10, **kwargs)
 
-        trainer = pl.Trainer(max_epochs=10, **recipe(augmentation="trivial_augment"))
-        trainer = pl.Trainer(max_epochs=10, **recipe(tune=tune(model, loader, max_epochs=10)))
+        result = tune(model, loader, max_epochs=10)  # measured settings
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        ```
     """
     check_trainer_kwargs(trainer_kwargs, "recipe()", own=recipe)
     if tune is not None:

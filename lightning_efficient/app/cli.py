@@ -57,12 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="train ResNet-18 twice (plain Lightning vs recipe() as tune() chooses it) and print a side-by-side table",
+        help="train ResNet-18 twice (plain Lightning vs recipe() after tune()) and print a side-by-side table",
         description="Train the same ResNet-18 twice, same seed and epochs: plain Lightning (32-true, NCHW, "
-        "per-epoch LR, per-image CPU augmentation) vs recipe() as tune() chooses it here (precision, "
-        "channels_last and num_workers measured first; per-step LR, uint8 FastImageFolder, augmentation on the "
-        "device). Validates every epoch; prints wall time, time to the baseline's final top-1, images/s, "
-        "data-wait share, val top-1, peak memory and ratios. Full length on Imagenette: "
+        "per-epoch LR, per-image CPU augmentation) vs recipe() (per-step LR, uint8 FastImageFolder, "
+        "augmentation on the device) with the precision, channels_last and num_workers that tune() measured "
+        "first within its time budget, a share of the run: on a short run the budget may allow no "
+        "measurement, and recipe()'s defaults are kept (the output says which). "
+        "Validates every epoch; prints wall time, time to the baseline's final top-1, images/s, data-wait "
+        "share, val top-1, peak memory and ratios. Full length on Imagenette: "
         "--train-images 0 --val-images 0 --image-size 224 --epochs 16",
     )
     demo.add_argument(
@@ -173,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "doctor",
         help="check the environment (torch/CUDA/cuDNN, bf16, AMX, kornia, PIL flavour, cores) and say what to use",
+        description="Check the environment (torch, CUDA, cuDNN, native bf16, AMX, kornia, the PIL flavour, CPU "
+        "cores) and say which settings to use here.",
     )
     return parser
 

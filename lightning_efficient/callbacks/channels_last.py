@@ -104,8 +104,8 @@ class ChannelsLast(Callback):
         ValueError: ``five_d`` is not ``"skip"`` or ``"channels_last_3d"``, both ``convert_model`` and
             ``convert_batch`` are ``False``, or (in ``setup``) an ``exclude`` name matches no submodule.
 
-    Example::
-
+    Example:
+        ```python
         import pytorch_lightning as pl
         from lightning_efficient import ChannelsLast
 
@@ -113,6 +113,7 @@ class ChannelsLast(Callback):
         trainer = pl.Trainer(precision="bf16-mixed", callbacks=[channels_last])
         trainer.fit(model, datamodule)
         print(channels_last.report().summary())
+        ```
     """
 
     def __init__(

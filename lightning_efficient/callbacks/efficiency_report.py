@@ -66,12 +66,13 @@ class EfficiencyReport(Callback):
     Raises:
         ValueError: a negative ``log_every_n_steps`` or ``skip_first``, or an unknown ``clock``.
 
-    Example::
-
+    Example:
+        ```python
         report = EfficiencyReport()
         trainer = pl.Trainer(callbacks=[report])
         trainer.fit(model, datamodule=dm)
         report.summary()["images_per_s"]
+        ```
     """
 
     def __init__(

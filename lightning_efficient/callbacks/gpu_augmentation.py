@@ -118,12 +118,17 @@ class GPUAugmentation(Callback):
         are read back to the host (one synchronisation each); later batches are not checked and cost nothing.
         ``uint8`` batches are never read.
 
-    Example::
+    Example:
+        ```python
+        from lightning_efficient import (
+            IMAGENET_MEAN, IMAGENET_STD, GPUAugmentation
+        )
 
-        from lightning_efficient import GPUAugmentation
-        from lightning_efficient.callbacks.gpu_augmentation import IMAGENET_MEAN, IMAGENET_STD
-
-        trainer = pl.Trainer(callbacks=[GPUAugmentation("trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD)])
+        augment = GPUAugmentation(
+            "trivial_augment", mean=IMAGENET_MEAN, std=IMAGENET_STD
+        )
+        trainer = pl.Trainer(callbacks=[augment])
+        ```
     """
 
     def __init__(
@@ -214,7 +219,11 @@ class GPUAugmentation(Callback):
 
     # ------------------------------------------------------------------------------------------------ batches
     def generator(self, device: torch.device) -> torch.Generator:
-        """The callback's generator on ``device`` (created and seeded on first use)."""
+        """The callback's generator on ``device`` (created and seeded on first use).
+
+        Args:
+            device: the device the batches are augmented on.
+        """
         key = str(device)
         g = self._generators.get(key)
         if g is None:

@@ -45,13 +45,21 @@ class GPUDecode(Callback):
         ValueError: unknown ``interpolation``.
         ImageDecodeError: (during training) a file no decoder can read; the message names the file.
 
-    Example::
-
-        train = FastImageFolder("imagenet/train", size=176, train=True, backend="nvjpeg")
-        loader = DataLoader(train, batch_size=256, shuffle=True, collate_fn=uint8_collate, num_workers=8)
-        trainer = pl.Trainer(precision="bf16-mixed",
-                             callbacks=[GPUDecode(), GPUAugmentation(mean=IMAGENET_MEAN, std=IMAGENET_STD),
-                                        ChannelsLast()])
+    Example:
+        ```python
+        train = FastImageFolder(
+            "imagenet/train", size=176, train=True, backend="nvjpeg"
+        )
+        loader = DataLoader(
+            train, batch_size=256, shuffle=True,
+            collate_fn=uint8_collate, num_workers=8,
+        )
+        augment = GPUAugmentation(mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        trainer = pl.Trainer(
+            precision="bf16-mixed",
+            callbacks=[GPUDecode(), augment, ChannelsLast()],
+        )
+        ```
 
     Source: torchvision ``io.decode_jpeg`` (batched nvJPEG decoding on CUDA); NVIDIA DALI's idea of decoding on the
     GPU when the CPU is the bottleneck.

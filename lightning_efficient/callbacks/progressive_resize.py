@@ -44,7 +44,14 @@ class ProgressiveResize(Callback):
     ``num_workers x prefetch_factor + 2`` batches ahead (sides only grow) and this stage resizes the rest of the way.
 
     Args:
-        start_scale, delay, finetune, multiple, min_side, end_scale: the schedule (see :class:`ResizeSchedule`).
+        start_scale: the scale of the side at the start, in ``(0, 1]`` (default 0.5: half the side).
+        delay: the share of the run (0-1) at ``start_scale`` (default 0.5).
+        finetune: the share of the run (0-1) at the end at ``end_scale``; ``delay + finetune <= 1`` (default 0.2).
+        multiple: intermediate sides are multiples of this many pixels, ``>= 1`` (default 8).
+        min_side: intermediate sides are at least this many pixels, rounded up to a ``multiple``; an image side at
+            or below it is never shrunk; 0: no floor (default 64, see :class:`ResizeSchedule`).
+        end_scale: the scale of the side at the end of the ramp and during ``finetune``, in
+            ``[start_scale, 1]`` (default 1.0: the final side).
         image_key: where the images are in a batch: an index for tuple/list batches (default 0), a key for dicts;
             a bare tensor batch is the images. uint8 or floating ``[B, C, H, W]``.
         mask_key: index/key of segmentation masks ``[B, H, W]`` or ``[B, K, H, W]``, resized with nearest
@@ -57,9 +64,11 @@ class ProgressiveResize(Callback):
         ValueError: a schedule value out of range (see :class:`ResizeSchedule`), ``mask_key == image_key``, or at
             the start of fit, no run length (``max_epochs=-1`` and no ``max_steps``, without ``total_epochs``).
 
-    Example::
-
-        trainer = pl.Trainer(max_epochs=16, **recipe(progressive_resize=True, augmentation="trivial_augment"))
+    Example:
+        ```python
+        kwargs = recipe(progressive_resize=True, augmentation="trivial_augment")
+        trainer = pl.Trainer(max_epochs=16, **kwargs)
+        ```
     """
 
     def __init__(
@@ -130,6 +139,9 @@ class ProgressiveResize(Callback):
     def run_epochs(self, trainer: Any) -> float:
         """The run's length in epochs the schedule spans (``total_epochs``, ``max_epochs``, or ``max_steps`` over the
         optimizer steps per epoch).
+
+        Args:
+            trainer: the Trainer of the run.
 
         Raises:
             ValueError: none of them is known.

@@ -187,17 +187,20 @@ class StepwiseLR(Callback):
             (a ``_StepwiseScheduler`` wrapper).
         TypeError: ``verbose`` is not a bool.
 
-    Example::
-
+    Example:
+        ```python
         from torch.optim.lr_scheduler import CosineAnnealingLR
         from lightning_efficient import StepwiseLR
 
         class Model(pl.LightningModule):
             def configure_optimizers(self):
-                opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
-                return {"optimizer": opt, "lr_scheduler": CosineAnnealingLR(opt, T_max=30)}  # in epochs
+                opt = torch.optim.SGD(self.parameters(), lr=0.1)
+                sched = CosineAnnealingLR(opt, T_max=30)  # in epochs
+                return {"optimizer": opt, "lr_scheduler": sched}
 
-        trainer = pl.Trainer(max_epochs=30, callbacks=[StepwiseLR()])  # cosine over all 30 * S steps
+        # the cosine over all 30 x S optimizer steps, S per epoch
+        trainer = pl.Trainer(max_epochs=30, callbacks=[StepwiseLR()])
+        ```
     """
 
     def __init__(self, steps_per_epoch: int | None = None, verbose: bool = True) -> None:

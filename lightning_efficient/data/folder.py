@@ -200,13 +200,17 @@ class FastImageFolder(ImageFolder):
             with ``backend="nvjpeg"``, or both ``extensions`` and ``is_valid_file``.
         ImageDecodeError: (from ``__getitem__``, an ``OSError``) a file cannot be decoded and ``on_error="raise"``.
 
-    Example::
-
+    Example:
+        ```python
         train = FastImageFolder("imagenet/train", size=176, train=True)
         val = FastImageFolder("imagenet/val", size=224, train=False)
-        loader = DataLoader(train, batch_size=256, shuffle=True, collate_fn=uint8_collate,
-                            **suggest_loader_kwargs().kwargs)
-        images, targets = next(iter(loader))  # uint8 [256, 3, 176, 176], int64 [256]
+        loader = DataLoader(
+            train, batch_size=256, shuffle=True, collate_fn=uint8_collate,
+            **suggest_loader_kwargs().kwargs,
+        )
+        images, targets = next(iter(loader))
+        # images: uint8 [256, 3, 176, 176]; targets: int64 [256]
+        ```
 
     Sources: torchvision ``RandomResizedCrop``/``Resize``/``CenterCrop``; libjpeg DCT scaling and Pillow's
     ``Image.draft`` documentation; MosaicML Composer's note on Pillow-SIMD for CPU-bound loading.
@@ -322,7 +326,11 @@ class FastImageFolder(ImageFolder):
         self._warned = False
 
     def find_classes(self, directory: str | Path) -> tuple[list[str], dict[str, int]]:
-        """As ``ImageFolder.find_classes`` (sorted sub-folder names), with an error that names the path and fix."""
+        """As ``ImageFolder.find_classes`` (sorted sub-folder names), with an error that names the path and fix.
+
+        Args:
+            directory: the folder holding one sub-folder per class.
+        """
         try:
             return super().find_classes(directory)
         except FileNotFoundError as err:
@@ -340,6 +348,10 @@ class FastImageFolder(ImageFolder):
     def load_image(self, path: str, crop: CropChoice | None = None) -> torch.Tensor:
         """Decode, crop and resize one file to ``uint8 [3, H, W]`` (``crop``: default :attr:`crop`, at ``size``); no
         ``transform``, no skipping.
+
+        Args:
+            path: the image file.
+            crop: how to crop it; ``None``: the dataset's :attr:`crop`.
 
         Raises:
             ImageDecodeError: the file cannot be read or decoded; the message names the file and the fix.

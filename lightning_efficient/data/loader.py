@@ -82,11 +82,15 @@ def suggest_loader_kwargs(
     Raises:
         ValueError: ``processes_per_node < 1``, ``cpus < 1`` or ``max_workers < 0``.
 
-    Example::
-
+    Example:
+        ```python
         settings = suggest_loader_kwargs(processes_per_node=trainer.num_devices)
         print(settings)  # one line per setting with its reason
-        loader = DataLoader(FastImageFolder(root), batch_size=256, shuffle=True, **settings.kwargs)
+        loader = DataLoader(
+            FastImageFolder(root), batch_size=256, shuffle=True,
+            **settings.kwargs,
+        )
+        ```
     """
     if not isinstance(processes_per_node, int) or processes_per_node < 1:
         raise ValueError(f"processes_per_node must be an int >= 1, got {processes_per_node!r}.")

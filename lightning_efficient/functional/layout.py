@@ -116,14 +116,16 @@ def is_channels_last(tensor: Tensor) -> bool:
     Raises:
         TypeError: ``tensor`` is not a ``torch.Tensor``.
 
-    Example::
-
+    Example:
+        ```pycon
         >>> x = torch.zeros(2, 3, 4, 5)
-        >>> is_channels_last(x), is_channels_last(x.to(memory_format=torch.channels_last))
+        >>> nhwc = torch.channels_last
+        >>> is_channels_last(x), is_channels_last(x.to(memory_format=nhwc))
         (False, True)
-        >>> g = torch.zeros(2, 1, 4, 4)  # C == 1: same bytes in both orders, strides decide
-        >>> is_channels_last(g), is_channels_last(g.to(memory_format=torch.channels_last))
+        >>> g = torch.zeros(2, 1, 4, 4)  # C == 1: the strides decide
+        >>> is_channels_last(g), is_channels_last(g.to(memory_format=nhwc))
         (False, True)
+        ```
     """
     if not isinstance(tensor, Tensor):
         raise TypeError(f"is_channels_last expects a torch.Tensor, got {type(tensor).__name__}.")
@@ -209,12 +211,15 @@ class BatchToChannelsLast:
         converted: floating-point 4-D tensors copied to channels_last.
         already: floating-point 4-D tensors that were channels_last already (returned as they are).
 
-    Example::
-
+    Example:
+        ```pycon
         >>> convert = BatchToChannelsLast()
         >>> x, y = convert((torch.rand(8, 3, 32, 32), torch.arange(8)))
-        >>> convert.batches, convert.converted, convert.already, is_channels_last(x)
-        (1, 1, 0, True)
+        >>> convert.batches, convert.converted, convert.already
+        (1, 1, 0)
+        >>> is_channels_last(x)
+        True
+        ```
     """
 
     def __init__(self) -> None:
@@ -265,11 +270,13 @@ def batch_to_channels_last(batch: Any) -> Any:
         true for it (those already channels_last are returned as they are). Integer/bool tensors (labels, masks,
         ``uint8`` images), tensors of other ranks and non-tensors are the same objects, strides untouched.
 
-    Example::
-
-        >>> x, y = batch_to_channels_last((torch.rand(8, 3, 32, 32), torch.arange(8)))
+    Example:
+        ```pycon
+        >>> batch = (torch.rand(8, 3, 32, 32), torch.arange(8))
+        >>> x, y = batch_to_channels_last(batch)
         >>> is_channels_last(x), y.stride()
         (True, (1,))
+        ```
     """
     return BatchToChannelsLast()(batch)
 
@@ -328,10 +335,11 @@ def parse_exclude(exclude: ExcludeSpec | None) -> tuple[tuple[str, ...], tuple[t
         TypeError: ``exclude`` is not iterable, or an entry is neither a str nor an ``nn.Module`` subclass.
         ValueError: the empty name ``""`` (the whole model).
 
-    Example::
-
+    Example:
+        ```pycon
         >>> parse_exclude(("head", nn.Conv1d))
         (('head',), (<class 'torch.nn.modules.conv.Conv1d'>,))
+        ```
     """
     if exclude is None:
         return (), ()
@@ -419,12 +427,15 @@ def convert_module_to_channels_last(
         ValueError: an ``exclude`` name matches no submodule (the message lists the top-level names), the
             empty name is given, or ``five_d`` is not one of :data:`FIVE_D_POLICIES`.
 
-    Example::
-
-        >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    Example:
+        ```pycon
+        >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 1))
         >>> report = convert_module_to_channels_last(net, exclude="1")
-        >>> report.converted, report.excluded_tensors, is_channels_last(net[0].weight)
-        (('0.weight',), ('1.weight',), True)
+        >>> report.converted, report.excluded_tensors
+        (('0.weight',), ('1.weight',))
+        >>> is_channels_last(net[0].weight)
+        True
+        ```
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"convert_module_to_channels_last expects an nn.Module, got {type(module).__name__}.")
@@ -526,14 +537,15 @@ def layout_error_note(exception: BaseException) -> str | None:
     Returns:
         The note (one paragraph starting with :data:`LAYOUT_NOTE_PREFIX`), or ``None``.
 
-    Example::
-
+    Example:
+        ```pycon
         >>> h = torch.zeros(2, 8, 4, 4).to(memory_format=torch.channels_last)
         >>> try:
         ...     h.view(2, -1)
         ... except RuntimeError as err:
         ...     print(layout_error_note(err).split(":")[0])
         lightning_efficient.ChannelsLast
+        ```
     """
     message = str(exception)
     if _VIEW_ERROR in message:

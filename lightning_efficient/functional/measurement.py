@@ -49,6 +49,10 @@ def _floats() -> array:
     return array("d")
 
 
+def _ints() -> array:
+    return array("q")
+
+
 @dataclass
 class Measurement:
     """Every training step after the first ``skip_first``: raw per-step figures, summaries on demand.
@@ -70,7 +74,7 @@ class Measurement:
     transforms: array = field(default_factory=_floats)
     computes: array = field(default_factory=_floats)
     others: array = field(default_factory=_floats)
-    images: array = field(default_factory=lambda: array("q"))
+    images: array = field(default_factory=_ints)
     labels: list[Optional[Hashable]] = field(default_factory=list)
     peak_memory_bytes: int = 0
     samples: int = 0

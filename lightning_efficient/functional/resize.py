@@ -67,7 +67,12 @@ class ResizeSchedule:
             raise ValueError(f"ResizeSchedule(min_side={self.min_side!r}): expected an int >= 0 (pixels).")
 
     def scale(self, epoch: float, total_epochs: float) -> float:
-        """The scale (0-1] of the side at ``epoch`` (fractional epochs) of a run of ``total_epochs`` epochs."""
+        """The scale (0-1] of the side at ``epoch`` of a run.
+
+        Args:
+            epoch: the position in the run in fractional epochs.
+            total_epochs: the run's length in epochs, ``> 0``.
+        """
         if not total_epochs > 0:
             raise ValueError(f"ResizeSchedule.scale(total_epochs={total_epochs!r}): expected a number of epochs > 0.")
         f = min(max(epoch / total_epochs, 0.0), 1.0)
@@ -79,17 +84,34 @@ class ResizeSchedule:
         return self.start_scale + (self.end_scale - self.start_scale) * (f - self.delay) / ramp
 
     def side(self, final: int, epoch: float, total_epochs: float) -> int:
-        """The side in pixels at ``epoch`` (:meth:`side_at` its :meth:`scale`)."""
+        """The side in pixels at ``epoch`` (:meth:`side_at` its :meth:`scale`).
+
+        Args:
+            final: the final side in pixels (the images' own).
+            epoch: the position in the run in fractional epochs.
+            total_epochs: the run's length in epochs, ``> 0``.
+        """
         return self.side_at(final, self.scale(epoch, total_epochs))
 
     def side_at(self, final: int, scale: float) -> int:
         """The side in pixels at ``scale``: ``final`` at full scale, else snapped down to a multiple of
-        :attr:`multiple` (at least one multiple), at least :attr:`min_side` rounded up to one, at most ``final``."""
+        :attr:`multiple` (at least one multiple), at least :attr:`min_side` rounded up to one, at most ``final``.
+
+        Args:
+            final: the final side in pixels.
+            scale: the scale of the side, in ``(0, 1]``.
+        """
         floor = -(-self.min_side // self.multiple) * self.multiple
         return min(final, max(snap(final, scale, self.multiple), floor))
 
     def sides(self, final: int, total_epochs: float, steps_per_epoch: int = 1000) -> list[int]:
-        """Every side the run visits, in order (evaluated ``steps_per_epoch`` times per epoch)."""
+        """Every side the run visits, in order.
+
+        Args:
+            final: the final side in pixels.
+            total_epochs: the run's length in epochs, ``> 0``.
+            steps_per_epoch: how often per epoch the side is evaluated.
+        """
         out: list[int] = []
         for k in range(int(math.ceil(total_epochs * steps_per_epoch)) + 1):
             side = self.side(final, k / steps_per_epoch, total_epochs)

@@ -107,7 +107,12 @@ def bounds(
     ratios: Sequence[float], looks: int = MAX_PAIRS - MIN_PAIRS + 1
 ) -> tuple[float, float, float]:
     """``(gain, lower, upper)``: the geometric mean of ``ratios`` and its bounds at
-    ``1 - (1 - LEVEL) / looks`` (NaN bounds below 2 ratios, all NaN for none)."""
+    ``1 - (1 - LEVEL) / looks`` (NaN bounds below 2 ratios, all NaN for none).
+
+    Args:
+        ratios: images/s new / old of each pair.
+        looks: how many times the rule may look at the pairs (the confidence is split among them).
+    """
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
     if len(logs) < 2:
         return (math.exp(logs[0]) if logs else math.nan), math.nan, math.nan
@@ -122,7 +127,14 @@ def judge(
     min_pairs: int = MIN_PAIRS,
     max_pairs: int = MAX_PAIRS,
 ) -> Verdict:
-    """The rule: ``"kept"``, ``"ruled out"``, ``"undecided"``, or ``"more"`` (measure one more pair)."""
+    """The rule: ``"kept"``, ``"ruled out"``, ``"undecided"``, or ``"more"`` (measure one more pair).
+
+    Args:
+        ratios: images/s new / old of each pair measured so far.
+        min_gain: the smallest relative gain that counts.
+        min_pairs: pairs before the rule decides.
+        max_pairs: pairs after which a change is undecided.
+    """
     gain, lower, upper = bounds(ratios, max_pairs - min_pairs + 1)
     verdict = Verdict.MORE
     if gain > 1 + min_gain and lower > 1:
@@ -140,7 +152,13 @@ def undisturbed(rates: Sequence[tuple[float, float]], factor: str = "", limit: f
     """Indices of the pairs ``(new, old)`` (images/s) to judge for ``factor``: all for ``"num_workers"``
     or while under 4 are *fast* (no side under ``1 / limit`` of its fastest window, relative to the
     other); else those within ``limit`` times or 6 standard deviations of the fast pairs' mean log ratio.
-    Symmetric; noisy pairs stay."""
+    Symmetric; noisy pairs stay.
+
+    Args:
+        rates: images/s ``(new, old)`` of each pair.
+        factor: the factor measured.
+        limit: how many times slower than the fastest a window may be and still count as fast.
+    """
     best = math.log(max((n for n, _ in rates), default=1.0) / max((o for _, o in rates), default=1.0))
     logs = [math.log(n / o) for n, o in rates]
     fast = [x for x in logs if abs(x - best) <= math.log(limit)]
@@ -153,7 +171,12 @@ def undisturbed(rates: Sequence[tuple[float, float]], factor: str = "", limit: f
 def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> float:
     """Images/s of a window's steps ``(seconds, ..., images)`` measuring ``factor``, without its slowest
     step (per image, from 3 steps; not for ``"num_workers"``, whose stalls are what it removes): a
-    disturbance only ever slows steps, so one disturbed step no longer decides a pair."""
+    disturbance only ever slows steps, so one disturbed step no longer decides a pair.
+
+    Args:
+        steps: the window's steps, ``(seconds, ..., images)`` each.
+        factor: the factor measured.
+    """
     trim = -1 if factor != "num_workers" and len(steps) > 2 else None
     kept = sorted(steps, key=lambda s: s[0] / max(s[-1], 1))[:trim]
     return sum(s[-1] for s in kept) / sum(s[0] for s in kept)
@@ -162,8 +185,16 @@ def window_rate(steps: Sequence[tuple[float, Any, int]], factor: str = "") -> fl
 def budget_seconds(
     planned_batches: Optional[int], step_s: float, budget: float, max_seconds: float
 ) -> float:
-    """The time budget: ``budget`` (a share) of the planned run, ``planned_batches x step_s`` seconds, at
-    most ``max_seconds`` (the budget without a planned length)."""
+    """The time budget in seconds: a share of the planned run's ``planned_batches x step_s`` seconds,
+    at most ``max_seconds``.
+
+    Args:
+        planned_batches: the planned run's batches; ``None`` or 0: no planned length (the budget is
+            ``max_seconds``).
+        step_s: seconds per batch with the current settings.
+        budget: the share (0-1] of the planned run.
+        max_seconds: the cap.
+    """
     if not planned_batches:
         return max_seconds
     return min(max_seconds, budget * planned_batches * step_s)
@@ -171,10 +202,17 @@ def budget_seconds(
 
 @dataclass(frozen=True)
 class Decision:
-    """How the ``value`` of one ``factor`` of :data:`FACTORS` was decided ``against`` the value in use:
-    the ``verdict`` (:class:`~lightning_efficient.tuning.records.Verdict`), images/s new / old of each
-    pair of windows (``ratios``) and one sentence (``reason``). The table, JSON and sentences come from
-    it."""
+    """How the value of one factor was decided against the value in use. The table, JSON and
+    sentences come from it.
+
+    Attributes:
+        factor: one of :data:`FACTORS`.
+        value: the value tried.
+        against: the value in use.
+        verdict: a :class:`~lightning_efficient.tuning.records.Verdict`.
+        ratios: images/s new / old of each pair of windows.
+        reason: one sentence saying why.
+    """
 
     factor: str
     value: Any
@@ -206,9 +244,16 @@ class Decision:
 def measure_again(
     result: Any, planned_batches: Optional[int], budget: float, max_seconds: float
 ) -> bool:
-    """Whether a stored ``result`` (a :class:`~lightning_efficient.TuneResult`) is measured again rather
-    than reused: it left factors to ``recipe()``'s defaults (over budget) that the budget of the plan now
-    could measure (a budget over :data:`REMEASURE` times the stored one)."""
+    """Whether a stored result is measured again rather than reused: it left factors to ``recipe()``'s
+    defaults (over budget) that the budget of the plan now could measure (a budget over
+    :data:`REMEASURE` times the stored one).
+
+    Args:
+        result: the stored :class:`~lightning_efficient.TuneResult`.
+        planned_batches: the batches of the run planned now (``None``: no planned length).
+        budget: the share of it asked for now.
+        max_seconds: the cap asked for now.
+    """
     now = budget_seconds(planned_batches, result.baseline.step_s, budget, max_seconds)
     return bool(result.by_rule()) and now > REMEASURE * result.budget_s
 
@@ -216,7 +261,14 @@ def measure_again(
 def plan_options(device: str, precision: str, asked: Asked, loader: Any) -> Options:
     """The values to try per factor on ``device`` with the run's ``precision`` and training ``loader``
     (``None``: built inside the Trainer), ``recipe()``'s default of each (where it is among them), and
-    notes."""
+    notes.
+
+    Args:
+        device: ``"cuda"`` or ``"cpu"``.
+        precision: the run's Lightning precision.
+        asked: what :func:`~lightning_efficient.tune` was asked to measure.
+        loader: the training DataLoader; ``None``: built inside the Trainer.
+    """
     notes: list[str] = []
     precisions, workers, cpus = asked.precisions, asked.num_workers, available_cpus()
     native = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
@@ -260,11 +312,25 @@ def search(
     min_gain: float = MIN_GAIN,
 ) -> Generator[Request, Any, tuple[Candidate, list[Decision], Window, float]]:
     """Decide each factor by the rule (the module docstring) within :func:`budget_seconds` of the
-    baseline's plan. ``current`` is measured first (``"baseline"``); ``options``: the values to try per
-    factor; ``defaults``: ``recipe()``'s value per factor, applied where none was measured;
-    ``pair_cost(request, step_s)``: a first pair's seconds at ``step_s`` per batch (the baseline's over
-    the kept gains). Returns ``(chosen, decisions, baseline, budget_s)``; raises MeasurementError if the
-    baseline failed."""
+    baseline's plan: a generator that yields each :class:`~lightning_efficient.tuning.records.Request`
+    and is sent its answer.
+
+    Args:
+        current: the settings in use, measured first (``"baseline"``).
+        options: the values to try per factor.
+        defaults: ``recipe()``'s value per factor, applied where none was measured.
+        pair_cost: ``pair_cost(request, step_s)``: a first pair's seconds at ``step_s`` per batch (the
+            baseline's over the kept gains).
+        budget: the share (0-1] of the planned run to spend.
+        max_seconds: the budget's cap, and the budget without a planned length.
+        min_gain: the smallest relative gain that counts.
+
+    Returns:
+        ``(chosen, decisions, baseline, budget_s)``, as the generator's return value.
+
+    Raises:
+        MeasurementError: the baseline failed.
+    """
     base: Window = yield Request(RequestKind.BASELINE, current, current)
     plan_s = (base.planned_batches or math.nan) * base.step_s
     budget_s = budget_seconds(base.planned_batches, base.step_s, budget, max_seconds)

@@ -14,9 +14,14 @@ from typing import Any, NamedTuple, Optional
 
 @dataclass(frozen=True)
 class Candidate:
-    """One configuration of the factors: Lightning's ``precision`` string, ``channels_last`` (the
-    ChannelsLast callback), ``compile`` (:func:`~lightning_efficient.tuning.result.compile_submodules`),
-    the training loader's ``num_workers`` (``None``: as given)."""
+    """One configuration of the factors.
+
+    Attributes:
+        precision: Lightning's precision string.
+        channels_last: with the ChannelsLast callback.
+        compile: compiled (:func:`~lightning_efficient.tuning.result.compile_submodules`).
+        num_workers: the training loader's ``num_workers``; ``None``: as given.
+    """
 
     precision: str = "32-true"
     channels_last: bool = False
@@ -54,8 +59,16 @@ class RequestKind(StrEnum):
 
 @dataclass(frozen=True)
 class Request:
-    """What the search asks for: ``"baseline"`` (``new``'s step time after a warm-up) or ``"pair"`` (pair
-    ``index`` of windows of ``new`` and ``old`` for ``factor``, ``old`` first when ``index`` is even)."""
+    """What the search asks for.
+
+    Attributes:
+        kind: ``"baseline"`` (``new``'s step time after a warm-up) or ``"pair"`` (adjacent windows of
+            ``new`` and ``old``).
+        new: the settings to measure (for a pair, with the factor changed).
+        old: the settings in use.
+        factor: the factor a pair measures (``""`` for the baseline).
+        index: the pair's number; ``old`` is measured first when it is even.
+    """
 
     kind: RequestKind
     new: Candidate
@@ -66,9 +79,16 @@ class Request:
 
 @dataclass(frozen=True)
 class Window:
-    """The answer to ``"baseline"``, as rank 0 measured it: median seconds per batch, their share (0-1)
-    spent waiting for data, images per batch, seconds since tuning began, the planned run's batches,
-    optimizer steps per batch."""
+    """The answer to ``"baseline"``, as rank 0 measured it.
+
+    Attributes:
+        step_s: the median seconds per batch.
+        data_wait: the share (0-1) of those seconds spent waiting for data.
+        batch_size: images per batch.
+        elapsed_s: seconds since tuning began.
+        planned_batches: the planned run's batches; ``None``: no planned length.
+        steps_per_batch: optimizer steps per batch (below 1 with gradient accumulation).
+    """
 
     step_s: float
     data_wait: float
@@ -84,8 +104,16 @@ NO_WINDOW = Window(step_s=math.nan, data_wait=math.nan, batch_size=0, elapsed_s=
 
 @dataclass(frozen=True)
 class Pair:
-    """The answer to ``"pair"``: images/s of ``new`` and ``old`` in adjacent windows, seconds since
-    tuning began, and for separate fits each fit's warm-up seconds (where compilation happens)."""
+    """The answer to ``"pair"``.
+
+    Attributes:
+        new_rate: images/s of ``new`` in its window.
+        old_rate: images/s of ``old`` in the adjacent window.
+        elapsed_s: seconds since tuning began.
+        new_warmup_s: for separate fits, the warm-up seconds of ``new``'s fit (where compilation
+            happens); NaN in one fit.
+        old_warmup_s: the same for ``old``'s fit.
+    """
 
     new_rate: float
     old_rate: float
@@ -111,8 +139,13 @@ class Side(StrEnum):
 
 @dataclass(frozen=True)
 class Tag:
-    """The timing window a step belongs to: the ``serial`` of the request (or fit) that planned it, its
-    ``side`` and the pair's ``index``."""
+    """The timing window a step belongs to.
+
+    Attributes:
+        serial: the serial number of the request (or fit) that planned it.
+        side: which steps of it (:class:`Side`).
+        index: the pair's number.
+    """
 
     serial: int
     side: Side
@@ -129,22 +162,39 @@ class StepRow(NamedTuple):
 
 @dataclass
 class Measured:
-    """What a measuring fit hands back: each completed window's steps (by :class:`Tag`), the seconds
-    since tuning began and the optimizer steps per batch (under DDP: rank 0's)."""
+    """What a measuring fit hands back (under DDP: rank 0's).
+
+    Attributes:
+        windows: each completed window's steps, by :class:`Tag`.
+        elapsed_s: seconds since tuning began.
+        steps_per_batch: optimizer steps per batch.
+    """
 
     windows: dict[Tag, list[StepRow]] = field(default_factory=dict)
     elapsed_s: float = 0.0
     steps_per_batch: float = 1.0
 
     def window(self, serial: int, side: Side, index: int = 0) -> list[StepRow]:
-        """The steps of one window (empty if it did not complete)."""
+        """The steps of one window (empty if it did not complete).
+
+        Args:
+            serial: the serial number of the request (or fit) that planned it.
+            side: which steps of it.
+            index: the pair's number.
+        """
         return self.windows.get(Tag(serial, side, index), [])
 
 
 @dataclass(frozen=True)
 class Asked:
-    """The factors as :func:`~lightning_efficient.tune` was asked to measure them (its arguments of those
-    names)."""
+    """The factors as :func:`~lightning_efficient.tune` was asked to measure them.
+
+    Attributes:
+        precisions: ``tune(precisions=)``.
+        channels_last: ``tune(channels_last=)``.
+        compile: ``tune(compile=)``.
+        num_workers: ``tune(num_workers=)``.
+    """
 
     precisions: Any = None
     channels_last: Any = True
@@ -154,8 +204,13 @@ class Asked:
 
 @dataclass
 class Options:
-    """The values to try per factor (``values``), ``recipe()``'s default of each where it is among them
-    (``defaults``), and why a factor is not measured (``notes``)."""
+    """What :func:`~lightning_efficient.tuning.policy.plan_options` plans.
+
+    Attributes:
+        values: the values to try per factor.
+        defaults: ``recipe()``'s default of each factor, where it is among them.
+        notes: why a factor is not measured.
+    """
 
     values: dict[str, list[Any]]
     defaults: dict[str, Any]

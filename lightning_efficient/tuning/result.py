@@ -37,15 +37,23 @@ class TuneResult:
     """What :func:`~lightning_efficient.tune` measured and chose.
 
     Attributes:
-        current: the user's settings as given; ``chosen``: the settings to train with.
+        current: the user's settings as given (a :class:`~lightning_efficient.tuning.records.Candidate`:
+            precision, channels_last, compile, num_workers).
+        chosen: the settings to train with, a :class:`~lightning_efficient.tuning.records.Candidate`
+            (also as :attr:`precision`, :attr:`channels_last`, :attr:`compile`, :attr:`num_workers`).
         decisions: one :class:`~lightning_efficient.tuning.policy.Decision` per value tried, in order.
         baseline: what the current settings measured, a
             :class:`~lightning_efficient.tuning.records.Window`
             (:data:`~lightning_efficient.tuning.records.NO_WINDOW`: nothing measured).
-        budget_s: the time budget; ``tuning_s``: seconds tune() took (reused: the lookup's);
-            ``reused_from``: the cache file; ``machine``:
-            :func:`~lightning_efficient.doctor.machine_info` where it was measured; ``arch``: the model's
-            architecture key (:func:`~lightning_efficient.tuning.store.arch_key`); ``notes``: remarks.
+        budget_s: the time budget in seconds (a share of the planned run, capped by ``max_seconds``).
+        tuning_s: the seconds tune() took; for a reused decision, those of the lookup.
+        reused_from: the cache file the decision was read from; ``None``: measured in this call.
+        machine: where it was measured: :func:`~lightning_efficient.doctor.machine_info` (CPU, GPU,
+            versions).
+        arch: the model's architecture key (:func:`~lightning_efficient.tuning.store.arch_key`), part of
+            the cache key.
+        notes: remarks in words (e.g. callbacks left out of the measuring fits), also printed by
+            ``str()``.
     """
 
     current: Candidate = Candidate()
@@ -191,18 +199,30 @@ class TuneResult:
             raise TypeError("machine, arch: expected a dict and a text")
 
     def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`, default ``indent=2``)."""
+        """:meth:`to_dict` as JSON text.
+
+        Args:
+            **kwargs: passed to :func:`json.dumps` (default ``indent=2``).
+        """
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
 
     def prepare_model(self, model: ModuleT) -> ModuleT:
-        """``model``, its submodules compiled in place if compiling was chosen (returned either way)."""
+        """``model``, its submodules compiled in place if compiling was chosen (returned either way).
+
+        Args:
+            model: the LightningModule to train (the one given to :func:`~lightning_efficient.tune`).
+        """
         if self.chosen.compile:
             compile_submodules(model)
         return model
 
     def dataloader(self, loader: Any) -> Any:
         """``loader`` rebuilt with the chosen ``num_workers`` (same dataset, sampler, collate...), or
-        ``loader``."""
+        ``loader`` itself where that count is its own or none was chosen.
+
+        Args:
+            loader: the training DataLoader.
+        """
         workers = self.chosen.num_workers
         if workers in (None, getattr(loader, "num_workers", None)):
             return loader

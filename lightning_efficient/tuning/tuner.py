@@ -156,19 +156,26 @@ def tune(
 
     Args:
         model: your LightningModule (copies are trained, never it).
-        train_dataloaders, datamodule: your training data, as for ``Trainer.fit``.
-        precisions: to try (default ``32-true``, ``bf16-mixed`` if the hardware runs it natively,
-            ``16-mixed`` on CUDA).
-        channels_last: measure ChannelsLast on and off (``False``: keep as given).
+        train_dataloaders: your training data, as for ``Trainer.fit``: a DataLoader (or an iterable of
+            batches), or a LightningDataModule.
+        datamodule: your training data as a LightningDataModule, as for ``Trainer.fit`` (give this or
+            ``train_dataloaders``, not both).
+        precisions: the Lightning precisions to try; ``None``: ``32-true``, ``bf16-mixed`` if the
+            hardware runs it natively, ``16-mixed`` on CUDA.
+        channels_last: measure ChannelsLast on and off; ``False``: keep as given.
         compile: measure ``torch.compile``; ``None``: on CUDA only.
-        num_workers: counts to try; ``None``: 0, a quarter, half and all but one of the CPUs; ``False``:
-            keep.
-        budget: share (0-1] of the planned run's training time (its batches x the current settings'
-            median step time) to spend; ``max_seconds``: its cap, and the budget without a planned
-            length; ``planned_steps``: optimizer steps of the run (default: ``max_steps`` or
-            ``max_epochs`` x batches per epoch).
-        min_gain: smallest relative gain that counts.
-        cache: reuse a stored decision and store this one; ``verbose``: print the table (rank zero).
+        num_workers: the loader's ``num_workers`` counts to try; ``None``: 0, a quarter, half and all but
+            one of the CPUs; ``False``: keep the loader's.
+        budget: the share (0-1] of the planned run's training time (its batches x the current settings'
+            median step time) that tuning may spend.
+        max_seconds: the budget's cap in seconds, and the budget itself when the run has no planned
+            length.
+        planned_steps: the optimizer steps of the planned run; ``None``: ``max_steps`` from
+            ``trainer_kwargs``. The planned length is the shorter of these steps and ``max_epochs`` x the
+            batches per epoch.
+        min_gain: the smallest relative gain in images/s that counts (``0.02``: 2 %).
+        cache: reuse a stored decision for the same model, data and machine, and store this one.
+        verbose: print the table of decisions (on rank zero).
         **trainer_kwargs: the ``Trainer`` arguments of your real run; its ``precision`` and a
             ChannelsLast among its ``callbacks`` are the current settings.
 
@@ -180,11 +187,15 @@ def tune(
         RuntimeError: the current settings themselves fail to train.
 
     Returns:
-        A :class:`~lightning_efficient.TuneResult`, to train with, e.g.::
+        What was measured and chosen, to train with (see the example).
 
-            result = tune(model, train_loader, max_epochs=10)
-            trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
-            trainer.fit(result.prepare_model(model), result.dataloader(train_loader))
+    Example:
+        ```python
+        result = tune(model, train_loader, max_epochs=10)
+        trainer = pl.Trainer(max_epochs=10, **recipe(tune=result))
+        model = result.prepare_model(model)
+        trainer.fit(model, result.dataloader(train_loader))
+        ```
     """
     started = time.perf_counter()
     package = next((p for p in LIGHTNING_PACKAGES if isinstance(model, p.LightningModule)), None)

@@ -39,7 +39,7 @@ def jpeg_draft_scale(box_w: float, box_h: float, out_w: int, out_h: int, gap: fl
         out_w, out_h: output size in pixels.
         gap: >= 1.
 
-    Example: a 2592x1944 photo, centre box 1701x1701, output 112x112: ratio 15.2 -> scale 8 with ``gap=1``
+    For example, a 2592x1944 photo, centre box 1701x1701, output 112x112: ratio 15.2 -> scale 8 with ``gap=1``
     (decode 324x243), scale 4 with ``gap=2``.
     """
     ratio = min(box_w / out_w, box_h / out_h) / gap

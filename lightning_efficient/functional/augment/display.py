@@ -26,10 +26,12 @@ def preview(
 
     Args:
         images: ``[B, C, H, W]``, ``uint8`` or float in ``[0, 1]`` (not normalised), ``C`` in ``{1, 3}``.
-        augmentation, kwargs: as in :func:`build_augmentation`.
+        augmentation: a preset name (e.g. ``"trivial_augment"``) or a callable, as in
+            :func:`build_augmentation`.
         nrow: images per row of the grid.
         padding: pixels between tiles (:func:`torchvision.utils.make_grid`).
         generator: random generator for presets.
+        **kwargs: the preset's options, as in :func:`build_augmentation`.
 
     Returns:
         ``uint8 [3, H_grid, W_grid]`` tensor on the CPU (grayscale tiled as RGB), e.g. for

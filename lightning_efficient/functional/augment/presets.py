@@ -67,12 +67,13 @@ def trivial_augment(
     :class:`~lightning_efficient.FastImageFolder`'s). ``pixel_scale``: see :func:`sample_trivial_augment` (set by
     ``GPUAugmentation`` under ``ProgressiveResize``). Shapes, dtypes and errors as in :func:`apply_policy`.
 
-    Example::
-
+    Example:
+        ```pycon
         >>> x = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)
         >>> y = trivial_augment(x)
         >>> y.shape, y.dtype
         (torch.Size([8, 3, 32, 32]), torch.float32)
+        ```
     """
     images = check_images(images)
     images, masks = random_hflip(images, masks, flip_p=flip_p, generator=generator)

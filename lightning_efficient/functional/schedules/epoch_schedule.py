@@ -101,10 +101,13 @@ class warmup_cosine(EpochSchedule):
     Raises:
         ValueError: arguments out of range; calling past the warmup while ``total_epochs`` is still ``None``.
 
-    Example::
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(warmup_epochs=5))
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}  # + Trainer(callbacks=[StepwiseLR()])
+    Example:
+        ```python
+        # in configure_optimizers(), with Trainer(callbacks=[StepwiseLR()])
+        schedule = warmup_cosine(warmup_epochs=5)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        ```
     """
 
     def __init__(
@@ -131,6 +134,11 @@ class warmup_cosine(EpochSchedule):
         self.final_factor = float(final_factor)
 
     def factor(self, epoch: float) -> float:
+        """The LR factor (of the base LR) at ``epoch``: the linear warmup, then the cosine.
+
+        Args:
+            epoch: the position in the run in fractional epochs.
+        """
         w = self.warmup_epochs
         if epoch < w:
             return self.start_factor + (1.0 - self.start_factor) * epoch / w

@@ -63,13 +63,17 @@ def register_schedule(scheduler_cls: type, converter: Converter | None = None, *
     Raises:
         TypeError: ``scheduler_cls`` is not a class or ``converter`` is not callable.
 
-    Example::
-
-        class HalvingLR(torch.optim.lr_scheduler.LRScheduler):  # lr = base * 0.5 ** epoch
-            def get_lr(self):
+    Example:
+        ```python
+        class HalvingLR(torch.optim.lr_scheduler.LRScheduler):
+            def get_lr(self):  # lr = base * 0.5 ** epoch
                 return [b * 0.5**self.last_epoch for b in self.base_lrs]
 
-        register_schedule(HalvingLR, lambda s: lambda e: [b * 0.5**e for b in s.base_lrs])
+        def halving(scheduler):  # the LR at any (fractional) epoch e
+            return lambda e: [b * 0.5**e for b in scheduler.base_lrs]
+
+        register_schedule(HalvingLR, halving)
+        ```
     """
     if not isinstance(scheduler_cls, type):
         raise TypeError(f"register_schedule expects a scheduler class, got {scheduler_cls!r}.")
