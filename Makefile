@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # The reference data sits beside the repository; without it the demo uses a dataset shipped by scikit-learn.
 DATA   ?= $(wildcard ../shared/data/imagenette)
+# The notebooks read Imagenette from the IMAGENETTE variable (else scikit-learn's digits).
+NB_DATA := $(if $(DATA),IMAGENETTE=$(abspath $(DATA)))
 
 .PHONY: demo test test-fast lint types wheel notebooks docs docs-check setup peer-envs clean
 
@@ -28,7 +30,7 @@ demo: $(STAMP)
 	$(VENV)/bin/lightning-efficient demo $(if $(DATA),--data $(DATA)) --out demo-results.json --plot demo-results.png
 
 test: $(STAMP) $(PEERS)
-	$(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake --nbmake-timeout=600 notebooks
+	$(NB_DATA) $(PY) -m pytest -q --durations=10 -m "not cuda" tests --nbmake --nbmake-timeout=600 notebooks
 
 # For development: without the slow end-to-end runs, the DDP subprocesses and the notebooks (a few minutes).
 test-fast: $(STAMP)
@@ -52,7 +54,7 @@ wheel: $(STAMP)
 # which re-executes them without writing and fails if one no longer runs. tune()'s decisions go to an empty, temporary
 # cache, so that the stored outputs show measurements, not a decision reused from an earlier run.
 notebooks: $(STAMP)
-	LIGHTNING_EFFICIENT_CACHE=$$(mktemp -d) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
+	$(NB_DATA) LIGHTNING_EFFICIENT_CACHE=$$(mktemp -d) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
 
 # The documentation site (MkDocs + Material) into site/, offline and strict: a broken link or reference, a docstring
 # warning or an asset loaded from the network fails the build. Notebooks are rendered with their stored outputs.
