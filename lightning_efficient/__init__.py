@@ -34,10 +34,13 @@ try:
 except (ImportError, RuntimeError, OSError) as _err:
     import torch
 
+    _cpu = torch.version.cuda is None
     raise ImportError(
-        f"lightning_efficient needs torchvision built for the installed torch {torch.__version__}; importing "
-        f"torchvision failed ({type(_err).__name__}: {_err}). Install a matching pair in one command, both CPU or both "
-        "CUDA builds (torchvision 0.N pairs with torch 2.(N-15)), e.g. `pip install torch==2.14.1 torchvision==0.29.1`."
+        f"lightning_efficient needs torchvision built for the installed torch {torch.__version__} "
+        f"({'a CPU' if _cpu else 'a CUDA'} build); importing torchvision failed ({type(_err).__name__}: {_err}). "
+        "The versions must pair (torchvision 0.N with torch 2.(N-15)) and both must be CPU or both CUDA builds. "
+        "Install a matching pair in one command, e.g. `pip install torch==2.14.1 torchvision==0.29.1"
+        + (" --index-url https://download.pytorch.org/whl/cpu`." if _cpu else "`.")
     ) from _err
 
 # First, before anything imports Lightning: the imports below import both Lightning packages, and each re-points the
