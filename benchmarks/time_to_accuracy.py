@@ -187,8 +187,7 @@ def render(
             "both sides (tune() may change the efficient side's: below). "
             f"Total {total_s:.0f} s.",
             "",
-            f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline time to it "
-            "(goal: <= 0.5x; <= 0.4x on a CPU with native bf16):",
+            f"Target: the baseline's mean final top-1, {100 * target:.1f}%. Efficient / baseline time to it:",
             "",
             "- mean over runs: " + ("not reached by every run" if math.isnan(ratio) else f"**{ratio:.2f}x**") + ";",
             "- on each side's mean curve (mean top-1 and mean training seconds per epoch over the seeds): "

@@ -10,9 +10,8 @@
   becomes the ``--help`` text of ``lightning-efficient CMD``, from the parser in ``lightning_efficient/app/cli.py``
   (loaded from its file, without importing the package), wrapped to the page's code width.
 - ``on_page_markdown``: a note on each results page saying which repository file it is; nested lists indented
-  by 2 spaces (as GitHub reads them) made readable for Python-Markdown; the project's own goals ("Target: ...
-  <= 0.7x", a "target met" column, "The main job" in a title) left out of the results pages, which are for
-  users; the changelog's links to results files pointed at their pages.
+  by 2 spaces (as GitHub reads them) made readable for Python-Markdown; the changelog's links to results files
+  pointed at their pages.
 - ``on_page_content``: removes the CDN scripts (MathJax, Mermaid) that nbconvert's template adds to every
   notebook page (the notebooks use neither), rebuilds a notebook page's table of contents from its headings,
   adds a download link to the ``.ipynb`` under its title, and halves the notebook's weight in the search.
@@ -106,32 +105,6 @@ def on_files(files: Files, config) -> Files:
     return files
 
 
-# The project's own goals in the results files (for its developers, not for users of the site).
-_DEV_GOALS = [
-    (re.compile(r"^# The main job: ", re.MULTILINE), "# "),
-    (re.compile(r" Target: efficient/baseline <= .*$", re.MULTILINE), ""),
-    (re.compile(r"^Target: FastImageFolder >= [^\n]*:$", re.MULTILINE), "The measurements:"),
-    (re.compile(r" \(goal: <= [^)]*\)"), ""),
-]
-
-
-def _drop_column(markdown: str, header: str) -> str:
-    """Tables without the column titled ``header``."""
-    out, index = [], None
-    for line in markdown.split("\n"):
-        if line.startswith("|"):
-            cells = line.strip().strip("|").split("|")
-            if index is None and header in [c.strip() for c in cells]:
-                index = [c.strip() for c in cells].index(header)
-            if index is not None and len(cells) > index:
-                del cells[index]
-                line = "|" + "|".join(cells) + "|"
-        else:
-            index = None
-        out.append(line)
-    return "\n".join(out)
-
-
 _CLI_HELP = re.compile(r"^<!-- cli-help:\s*(\w*)\s*-->$", re.MULTILINE)
 
 
@@ -170,9 +143,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if src == "changelog.md":
         return markdown.replace("](benchmarks/results/", "](benchmarks/")
     if src.startswith("benchmarks/") and src != "benchmarks/index.md":
-        for pattern, repl in _DEV_GOALS:
-            markdown = pattern.sub(repl, markdown)
-        markdown = _drop_column(markdown, "target met")
         name = src.split("/", 1)[1]  # e.g. "tune.md" or "gpu/input_pipeline.md"
         raw = Path(name).with_suffix(".json")
         data = f" Raw figures: [{raw.name}]({raw.name})." if (RESULTS / raw).is_file() else ""

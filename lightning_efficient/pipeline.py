@@ -50,9 +50,6 @@ import functools
 import time
 from typing import Any, Callable, Optional, Protocol
 
-# The fetch-timing patch lives in fetch_timing.py; its two names stay importable from here.
-from lightning_efficient.fetch_timing import FETCH_ACTION, watch_fetch  # noqa: F401
-
 __all__ = [
     "BEFORE_USER_HOOK",
     "STAGE_KINDS",

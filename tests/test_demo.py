@@ -1,4 +1,4 @@
-"""The main job: `lightning-efficient demo`, its bad-input errors, and the pieces it is made of."""
+"""`lightning-efficient demo`: its bad-input errors, and the pieces it is made of."""
 
 from __future__ import annotations
 

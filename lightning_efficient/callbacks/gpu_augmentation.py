@@ -22,7 +22,7 @@ from lightning_efficient.functional.batch import get_entry, replace_entry
 from lightning_efficient.pipeline import add_stage
 from lightning_efficient.precision import precision_input_dtype
 
-__all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD", "precision_input_dtype"]
+__all__ = ["GPUAugmentation", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 #: ImageNet channel statistics in ``[0, 1]`` units (torchvision's reference training scripts).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

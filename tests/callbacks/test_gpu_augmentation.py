@@ -17,10 +17,10 @@ from lightning_efficient.callbacks.gpu_augmentation import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     GPUAugmentation,
-    precision_input_dtype,
 )
 from lightning_efficient.functional.augment import normalize
 from lightning_efficient.pipeline import get_pipeline
+from lightning_efficient.precision import precision_input_dtype
 
 N_IMAGES, SIZE = 12, 16
 

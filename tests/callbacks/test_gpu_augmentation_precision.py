@@ -19,8 +19,8 @@ from lightning_efficient.callbacks.gpu_augmentation import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     GPUAugmentation,
-    precision_input_dtype,
 )
+from lightning_efficient.precision import precision_input_dtype
 
 N, SIZE = 6, 24
 
