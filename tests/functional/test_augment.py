@@ -424,6 +424,7 @@ PUBLIC_NAMES = [
     "imagenet_augment",
     "cifar_augment",
     "random_hflip",
+    "flip_augment",
     "PRESETS",
     "build_augmentation",
     "preview",
@@ -715,6 +716,25 @@ def test_random_hflip_flips_each_image_and_its_mask_alike_with_probability_p(p, 
         assert all(flipped) == (p == 1.0) and any(flipped) == (p == 1.0)
     else:
         assert 0 < sum(flipped) < 64  # per sample, not per batch (64 draws at 0.3-0.5)
+
+
+@pytest.mark.parametrize("kind", ["u8", "float64"])
+def test_the_flip_preset_is_the_float_image_or_its_mirror_and_masks_follow(kind):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 256, (64, 3, 4, 5), dtype=torch.uint8, generator=g)
+    x = x if kind == "u8" else x.double() / 255
+    unit = x.float() / 255 if kind == "u8" else x
+    masks = torch.arange(64 * 4 * 5).reshape(64, 4, 5)
+    out, out_masks = A.flip_augment(x, masks=masks, generator=torch.Generator().manual_seed(1))
+    assert out.dtype == (torch.float32 if kind == "u8" else torch.float64) and out.shape == x.shape
+    flipped = [torch.equal(out_masks[i], masks[i].flip(-1)) for i in range(64)]
+    for i in range(64):
+        assert torch.equal(out[i], unit[i].flip(-1) if flipped[i] else unit[i])
+    assert 0 < sum(flipped) < 64  # each image its own draw, p = 0.5
+    assert torch.equal(A.flip_augment(x, flip_p=0.0), unit)  # nothing else changes a pixel
+    assert A.build_augmentation("flip")(x).shape == x.shape
+    with pytest.raises(ValueError, match="flip_p"):
+        A.flip_augment(x, flip_p=-0.1)
 
 
 def test_flip_p_defaults_to_torchvisions_trivial_augment_without_a_flip():

@@ -10,7 +10,7 @@ Following Kornia's design, drawing random parameters is split from applying them
 - ``sample_*`` functions return a small parameter object (tensors on the requested device),
 - ``apply_*`` functions apply given parameters deterministically,
 - the plain functions (:func:`trivial_augment`, :func:`rand_augment`, :func:`imagenet_augment`,
-  :func:`cifar_augment`) do both.
+  :func:`cifar_augment`, :func:`flip_augment`) do both.
 
 Geometric operations of a batch are applied by **one** :func:`kornia.geometry.transform.warp_affine` call with
 per-sample ``2 x 3`` matrices (in pixel-index coordinates, source to destination); colour operations run on the
@@ -62,6 +62,7 @@ from lightning_efficient.functional.augment.policy_sampling import sample_rand_a
 from lightning_efficient.functional.augment.presets import (
     PRESETS,
     cifar_augment,
+    flip_augment,
     imagenet_augment,
     rand_augment,
     random_hflip,
@@ -91,6 +92,7 @@ __all__ = [
     "apply_affine",
     "imagenet_augment",
     "cifar_augment",
+    "flip_augment",
     "random_hflip",
     "PRESETS",
     "Augmentation",

@@ -12,13 +12,14 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import Tensor
 
+from lightning_efficient.functional.augment.convert import to_float
 from lightning_efficient.functional.augment.crop_sampling import sample_pad_crop_flip, sample_random_resized_crop_flip
 from lightning_efficient.functional.augment.policy import apply_policy
 from lightning_efficient.functional.augment.policy_sampling import sample_rand_augment, sample_trivial_augment
 from lightning_efficient.functional.augment.validation import check_images, check_probability
 from lightning_efficient.functional.augment.warp import apply_affine
 
-__all__ = ["PRESETS", "cifar_augment", "imagenet_augment", "rand_augment", "random_hflip", "trivial_augment"]
+__all__ = ["PRESETS", "cifar_augment", "flip_augment", "imagenet_augment", "rand_augment", "random_hflip", "trivial_augment"]
 
 
 def random_hflip(
@@ -153,10 +154,33 @@ def cifar_augment(
     return apply_affine(images, params, masks=masks, interpolation="nearest")
 
 
+def flip_augment(
+    images: Tensor,
+    *,
+    masks: Optional[Tensor] = None,
+    flip_p: float = 0.5,
+    generator: Optional[torch.Generator] = None,
+) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Horizontal flip per sample and nothing else (:func:`random_hflip`): with the dataset's
+    ``RandomResizedCrop`` (e.g. :class:`~lightning_efficient.FastImageFolder`'s), the classic ImageNet
+    augmentation without a policy. For short runs (a few epochs), where a policy such as TrivialAugment
+    regularises more than the run can use (fastai's idea: its milder default augmentation; measured in the peers
+    benchmark, ``benchmarks/results/peers.md``).
+
+    Returns the input's shape, float in ``[0, 1]`` (float32 for ``uint8`` input, else the input dtype); with
+    ``masks``, ``(images, masks)``, the masks flipped with their images. Errors as in :func:`random_hflip`.
+    """
+    images = check_images(images)
+    images = to_float(images, images.dtype if images.is_floating_point() else torch.float32)
+    images, masks = random_hflip(images, masks, flip_p=flip_p, generator=generator)
+    return images if masks is None else (images, masks)
+
+
 #: Preset name -> function ``fn(images, *, masks=None, generator=None, **options)``.
 PRESETS: dict[str, Callable[..., Any]] = {
     "trivial_augment": trivial_augment,
     "rand_augment": rand_augment,
     "imagenet": imagenet_augment,
     "cifar": cifar_augment,
+    "flip": flip_augment,
 }
