@@ -15,8 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.harness import machine
 from benchmarks.peers import report
-from benchmarks.peers.__main__ import ROOT, SIDES, skip_reason
+from benchmarks.peers.__main__ import ROOT, SIDES, kept_runs, skip_reason
 from benchmarks.peers.spec import Spec, lr_at
 
 
@@ -86,6 +87,35 @@ def _settings() -> dict:
         train_images=8, val_images=4, size=32, batch_size=4, epochs=3, lr=0.1, weight_decay=0.0, warmup_epochs=1,
         seeds=[0, 1], workers=1,
     )  # fmt: skip
+
+
+def test_kept_runs_come_from_a_finished_run_with_the_same_settings_and_the_report_says_so(tmp_path):
+    settings = {**_settings(), "data": "d", "val_every": 0.5}
+    runs = [_run("timm", 0, [0.1, 0.3, 0.45], [20, 40, 60]), _run("timm", 1, [0.1, 0.35, 0.45], [20, 40, 60])]
+    finished = tmp_path / "peers.json"
+    here = machine()
+    finished.write_text(json.dumps({"settings": settings, "runs": runs, "machine": {**here, "commit": "abc1234"}}))
+    kept = kept_runs(finished, ["timm"], settings)
+    assert sorted(kept) == [("timm", 0), ("timm", 1)]
+    assert kept["timm", 1]["points"] == runs[1]["points"]
+    assert kept["timm", 0]["kept_from"] == f"{here['date']}, commit abc1234, {here['cpu']}"
+    assert kept_runs(None, [], settings) == {}
+    ours = [_run("ours", 0, [0.2, 0.4, 0.5], [10, 20, 30]), _run("ours", 1, [0.3, 0.5, 0.5], [10, 20, 30])]
+    body, _ = report.render([*ours, *kept.values()], settings, {}, {}, "peers")
+    assert f"Kept from an earlier run of this benchmark with the same settings ({here['date']}" in body
+    assert "timm (seed 0), timm (seed 1)" in body
+    with pytest.raises(SystemExit, match="other settings.*'epochs': \\(3, 4\\)"):
+        kept_runs(finished, ["timm"], {**settings, "epochs": 4})
+    with pytest.raises(SystemExit, match="no run for \\[\\('timm', 2\\)\\]"):
+        kept_runs(finished, ["timm"], {**settings, "seeds": [0, 2]})
+    with pytest.raises(SystemExit, match="needs --keep-from"):
+        kept_runs(None, ["timm"], settings)
+    with pytest.raises(SystemExit, match="unknown \\['tim'\\]"):
+        kept_runs(finished, ["tim"], settings)
+    elsewhere = {**here, "cpu": "Another CPU, 64 cores"}
+    finished.write_text(json.dumps({"settings": settings, "runs": runs, "machine": elsewhere}))
+    with pytest.raises(SystemExit, match="ran on another CPU .*Another CPU, 64 cores"):
+        kept_runs(finished, ["timm"], settings)
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ peers (timm, fastai as documented, Composer), so that every side can reach it.
     python -m benchmarks.peers                         # the benchmark (its settings are printed first)
     python -m benchmarks.peers --resume                # after an interruption: finished runs are kept
     python -m benchmarks.peers --quick                 # every side end to end on a few images (no figures)
+    python -m benchmarks.peers --keep timm,fastai --keep-from benchmarks/results/peers.json   # rerun the others
     python -m benchmarks.peers --from-json benchmarks/results/peers.json   # re-render a finished run
 
 Writes ``benchmarks/results/peers.md``, ``.json`` and ``.png`` (a quick run: the system's temporary folder) and
@@ -205,6 +206,14 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, default=ROOT / ".peers-work", help="data lists, runs, logs")
     parser.add_argument("--resume", action="store_true", help="keep finished runs with the same settings")
+    parser.add_argument(
+        "--keep-from",
+        type=Path,
+        default=None,
+        help="a finished results JSON (e.g. benchmarks/results/peers.json): the runs of the --keep sides are taken "
+        "from it (same settings and seeds required), not run again; the report names where they came from",
+    )
+    parser.add_argument("--keep", default="", help="comma-separated sides whose runs --keep-from gives")
     parser.add_argument("--quick", action="store_true", help="every side end to end on a few images; no figures")
     parser.add_argument("--from-json", type=Path, default=None, help="re-render .md/.png from a finished run")
     args = parser.parse_args()
@@ -262,6 +271,7 @@ def main() -> None:
         "seeds": seeds,
         "ours": ours,
     }
+    kept = kept_runs(args.keep_from, [k.strip() for k in args.keep.split(",") if k.strip()], settings)
     print(f"peers benchmark: {json.dumps(settings)}", flush=True)
     for side, reason in skipped.items():
         print(f"  skipped {side}: {reason}", flush=True)
@@ -288,6 +298,10 @@ def main() -> None:
                 val_every=args.val_every,
                 options=options,
             )
+            if (side.name, seed) in kept:
+                runs.append(kept[side.name, seed])
+                print(f"  {side.name} seed {seed}: kept from {args.keep_from}", flush=True)
+                continue
             done = args.work / "runs" / f"{side.slug}-seed{seed}.json"
             old_spec = done.with_suffix(".spec.json")
             if args.resume and done.exists() and old_spec.exists():
@@ -326,6 +340,44 @@ def main() -> None:
     )
     print(body)
     print(f"wrote {path}")
+
+
+#: Settings a kept run must share with this benchmark (the seeds are matched run by run; ``ours`` concerns ours).
+SHARED_SETTINGS = (
+    "data", "train_images", "val_images", "size", "epochs", "batch_size", "lr", "warmup_epochs", "weight_decay",
+    "workers", "val_every",
+)  # fmt: skip
+
+
+def kept_runs(path: Path | None, sides: list[str], settings: dict[str, Any]) -> dict[tuple[str, int], Any]:
+    """The runs of ``sides`` in the finished results file ``path``, by ``(side, seed)``, each marked with where it
+    came from (``kept_from``: the file's date and commit). Exits with a message where the file's settings differ
+    from ``settings``, it ran on another CPU (model, cores or native bf16), a side is unknown, or a seed of
+    ``settings`` has no run there."""
+    if not sides:
+        return {}
+    if path is None:
+        sys.exit("--keep needs --keep-from (the finished results JSON whose runs are kept).")
+    unknown = set(sides) - {s.name for s in SIDES}
+    if unknown:
+        sys.exit(f"--keep: unknown {sorted(unknown)}; choose among {[s.name for s in SIDES]}.")
+    data = json.loads(path.read_text())
+    differ = {k: (data["settings"].get(k), settings[k]) for k in SHARED_SETTINGS if data["settings"].get(k) != settings[k]}
+    if differ:
+        sys.exit(f"--keep-from {path}: other settings than this run's (kept, now): {differ}; run every side instead.")
+    machine = data.get("machine", {})
+    from benchmarks.harness import machine as this_machine
+
+    here = this_machine()
+    other = {k: (machine.get(k), here[k]) for k in ("cpu", "cpu bf16") if machine.get(k) != here[k]}
+    if other:
+        sys.exit(f"--keep-from {path}: ran on another CPU (kept, here): {other}; run every side instead.")
+    origin = f"{machine.get('date', '?')}, commit {machine.get('commit', '?')}, {machine.get('cpu', '?')}"
+    found = {(r["side"], r["seed"]): {**r, "kept_from": origin} for r in data["runs"] if r["side"] in sides}
+    missing = [(side, seed) for side in sides for seed in settings["seeds"] if (side, seed) not in found]
+    if missing:
+        sys.exit(f"--keep-from {path}: no run for {missing}; run those sides instead.")
+    return {k: v for k, v in found.items() if k[1] in settings["seeds"]}
 
 
 def json_safe(value: Any) -> Any:

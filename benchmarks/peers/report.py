@@ -216,6 +216,18 @@ def render(
     precisions = [f"{side}: {sides[side]['settings'][0]}" for side in present]
     lines += ["", "Settings each side trained with: " + "; ".join(precisions) + "."]
     lines += ["", "What differs between the sides (each tool as its documentation writes it):", "", *DIFFERENCES]
+    origins: dict[str, list[str]] = {}
+    for run in runs:
+        if run.get("kept_from"):
+            origins.setdefault(run["kept_from"], []).append(f"{run['side']} (seed {run['seed']})")
+    for origin, which in origins.items():
+        lines += [
+            "",
+            f"Kept from an earlier run of this benchmark with the same settings ({origin}), not run again: "
+            + ", ".join(which)
+            + ". Their final top-1 does not depend on the session; their times do: a time ratio against a kept side "
+            "compares two sessions.",
+        ]
     if skipped:
         lines += ["", "Not run here: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()) + "."]
     if versions:
@@ -230,6 +242,10 @@ DIFFERENCES = (
     "linear weights, batch 32, no label smoothing; top-1 from one shared evaluator (the whole image resized to the "
     "validation side with PIL, fp32), outside the training seconds; one DataLoader worker, ours excepted (tune() "
     "chooses);",
+    "- **ours**: no TrivialAugment: FastImageFolder's RandomResizedCrop and a left-right flip on the batch "
+    "(`GPUAugmentation(\"flip\")`), the idea taken from fastai's milder augmentation and chosen on seeds 0-1 "
+    "(docs/practices/gpu-augmentation.md); timm and Composer keep TrivialAugment or its nearest, as this benchmark's "
+    "shared recipe asks, so part of ours' lead is the lighter augmentation, which their users could choose too;",
     "- **plain Lightning**: the LightningModule's schedule stepped per epoch, as the module declares it (ours "
     "steps the same module per optimizer step with StepwiseLR); per-image augmentation in the worker;",
     "- **timm** (the loop of `train.py` from timm's parts): timm has no TrivialAugment, so RandAugment with one "
