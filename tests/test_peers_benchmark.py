@@ -89,6 +89,14 @@ def _settings() -> dict:
     )  # fmt: skip
 
 
+def test_without_a_peer_the_report_names_its_target_as_the_sides_own_and_claims_no_lead():
+    runs = [_run("ours", 0, [0.2, 0.4, 0.5], [10, 20, 30]), _run("ours", 1, [0.3, 0.5, 0.5], [10, 20, 30])]
+    body, summary = report.render(runs, {**_settings(), "val_every": 0.5}, {}, {}, "peers_partial")
+    assert summary["fastest_peer"] is None and summary["target"] == pytest.approx(0.5)
+    assert "No peer ran: the target is the lowest mean final top-1 of the sides run, 50.0%." in body
+    assert "Common target" not in body and "not** reach" not in body
+
+
 def test_kept_runs_come_from_a_finished_run_with_the_same_settings_and_the_report_says_so(tmp_path):
     settings = {**_settings(), "data": "d", "val_every": 0.5}
     runs = [_run("timm", 0, [0.1, 0.3, 0.45], [20, 40, 60]), _run("timm", 1, [0.1, 0.35, 0.45], [20, 40, 60])]
@@ -116,6 +124,17 @@ def test_kept_runs_come_from_a_finished_run_with_the_same_settings_and_the_repor
     finished.write_text(json.dumps({"settings": settings, "runs": runs, "machine": elsewhere}))
     with pytest.raises(SystemExit, match="ran on another CPU .*Another CPU, 64 cores"):
         kept_runs(finished, ["timm"], settings)
+
+
+def test_only_sides_that_set_no_headline_figure_can_be_left_out(tmp_path, monkeypatch):
+    from benchmarks.peers.__main__ import OPTIONAL, main
+
+    assert set(OPTIONAL) == {s.name for s in SIDES} - set(report.PEERS) - {"ours", "ours without progressive resizing"}
+    for folder in ("train", "val"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.setattr(sys, "argv", ["peers", "--data", str(tmp_path), "--skip", "lightning,composer"])
+    with pytest.raises(SystemExit, match="\\['composer'\\] cannot be left out"):
+        main()
 
 
 @pytest.mark.slow

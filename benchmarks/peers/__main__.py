@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,10 @@ SIDES = (
         native_bf16_only=True,
     ),
 )
+
+
+#: Sides that set no figure of the headline (neither the target, the fastest peer, ours nor the ablation).
+OPTIONAL = ("lightning", "fastai + cpu autocast")
 
 
 def native_bf16() -> bool:
@@ -204,6 +209,12 @@ def main() -> None:
         help="options of both ours sides as JSON: ProgressiveResize's and tune()'s keyword arguments, e.g. "
         '\'{"progressive_resize": {"start_scale": 0.5}, "tune": {"num_workers": false}}\'',
     )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated sides left out to save time, among those that set no figure of the headline "
+        f"({', '.join(OPTIONAL)}); the report lists them as not run",
+    )
     parser.add_argument("--work", type=Path, default=ROOT / ".peers-work", help="data lists, runs, logs")
     parser.add_argument("--resume", action="store_true", help="keep finished runs with the same settings")
     parser.add_argument(
@@ -255,7 +266,11 @@ def main() -> None:
     if unknown:
         sys.exit(f"--sides: unknown {sorted(unknown)}; choose among {[s.name for s in SIDES]}.")
     sides = [s for s in SIDES if not wanted or s.name in wanted]
-    skipped = {s.name: reason for s in sides if (reason := skip_reason(s))}
+    left_out = [k.strip() for k in args.skip.split(",") if k.strip()]
+    if set(left_out) - set(OPTIONAL):
+        sys.exit(f"--skip: {sorted(set(left_out) - set(OPTIONAL))} cannot be left out; choose among {list(OPTIONAL)}.")
+    skipped = {s.name: "left out with --skip" for s in sides if s.name in left_out}
+    skipped |= {s.name: reason for s in sides if s.name not in skipped and (reason := skip_reason(s))}
     sides = [s for s in sides if s.name not in skipped]
     seeds = [int(s) for s in args.seeds.split(",")]
     train_list, val_file = prepare_data(
@@ -275,7 +290,11 @@ def main() -> None:
     print(f"peers benchmark: {json.dumps(settings)}", flush=True)
     for side, reason in skipped.items():
         print(f"  skipped {side}: {reason}", flush=True)
-    cache = tempfile.mkdtemp(prefix="tune-cache-")  # ours measures once per benchmark, then reuses, as a user does
+    # ours measures once per benchmark, then reuses its decision, as a user does (--resume: the interrupted run's)
+    cache = args.work / "tune-cache"
+    if not args.resume:
+        shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
     for i, seed in enumerate(seeds):
@@ -310,7 +329,7 @@ def main() -> None:
                     print(f"  {side.name} seed {seed}: kept from {done}", flush=True)
                     continue
             print(f"  {side.name} seed {seed} ...", flush=True)
-            result = run_side(side, spec, args.work, cache)
+            result = run_side(side, spec, args.work, str(cache))
             runs.append(result)
             print(
                 f"  {side.name} seed {seed}: final top-1 {100 * result['final_top1']:.1f}%, "
@@ -362,7 +381,9 @@ def kept_runs(path: Path | None, sides: list[str], settings: dict[str, Any]) -> 
     if unknown:
         sys.exit(f"--keep: unknown {sorted(unknown)}; choose among {[s.name for s in SIDES]}.")
     data = json.loads(path.read_text())
-    differ = {k: (data["settings"].get(k), settings[k]) for k in SHARED_SETTINGS if data["settings"].get(k) != settings[k]}
+    differ = {
+        k: (data["settings"].get(k), settings[k]) for k in SHARED_SETTINGS if data["settings"].get(k) != settings[k]
+    }
     if differ:
         sys.exit(f"--keep-from {path}: other settings than this run's (kept, now): {differ}; run every side instead.")
     machine = data.get("machine", {})

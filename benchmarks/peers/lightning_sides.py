@@ -22,7 +22,6 @@ from typing import Any
 
 from benchmarks.peers.spec import MEAN, STD, Curve, Spec, parse_spec
 
-
 #: GPUAugmentation's arguments on the ours sides (``spec.options["augmentation"]`` overrides them): flip only, with
 #: FastImageFolder's RandomResizedCrop. Chosen on seeds 0-1 over ``{"augmentation": "trivial_augment", "flip_p":
 #: 0.5}`` (fastai's milder batch augmentation beat TrivialAugment on every side in 4-epoch runs).

@@ -63,6 +63,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "settings": sorted({str(r.get("settings", r.get("precision", ""))) for r in rs}),
         }
     ratios: dict[str, float] = {}
+    fastest_mean = None
     fastest = min(peers, key=lambda p: _or_inf(sides[p]["mean_curve_time_to_target_s"]), default=None)
     if "ours" in sides and fastest is not None:
         ours, peer = sides["ours"], sides[fastest]
@@ -91,7 +92,13 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ratios["without_progressive_resizing_over_ours_time_to_target_per_seed_mean"] = (
             sides["ours without progressive resizing"]["time_to_target_mean_s"] / sides["ours"]["time_to_target_mean_s"]
         )
-    return {"target": target, "fastest_peer": fastest, "sides": sides, "ratios": ratios}
+    return {
+        "target": target,
+        "fastest_peer": fastest,
+        "fastest_peer_per_seed_mean": fastest_mean,
+        "sides": sides,
+        "ratios": ratios,
+    }
 
 
 def _not_reached(sides: dict[str, Any], ratios: dict[str, float], fastest: str | None) -> str:
@@ -116,8 +123,8 @@ def _s(x: float) -> str:
     return "not reached" if math.isnan(x) else f"{x:.0f} s"
 
 
-def _x(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:.2f}x"
+def _x(x: float, digits: int = 2) -> str:
+    return "-" if math.isnan(x) else f"{x:.{digits}f}x"
 
 
 ORDER = (
@@ -168,13 +175,21 @@ def render(
         f"{', '.join(map(str, settings['seeds']))}, the sides alternating; {settings['workers']} DataLoader "
         "worker(s) for every side but ours (tune() chooses ours).",
         "",
-        f"Common target: the lowest mean final top-1 among the peers, **{100 * target:.1f}%**. "
+        (
+            f"Common target: the lowest mean final top-1 among the peers, **{100 * target:.1f}%**. "
+            if summary["fastest_peer"] is not None
+            else f"No peer ran: the target is the lowest mean final top-1 of the sides run, {100 * target:.1f}%. "
+        )
         + (
-            f"Ours reaches it in **{_x(ratios['ours_over_fastest_peer_time_to_target'])}** the fastest peer's "
+            f"Ours reaches it in **{_x(ratios['ours_over_fastest_peer_time_to_target'], 3)}** the fastest peer's "
             f"({fastest}) time on the mean curves, "
-            f"{_x(ratios['ours_over_fastest_peer_time_to_target_per_seed_mean'])} on the mean of the per-seed times."
+            f"{_x(ratios['ours_over_fastest_peer_time_to_target_per_seed_mean'], 3)} the fastest peer's "
+            f"({summary['fastest_peer_per_seed_mean']}) on the mean of the per-seed times (a side with a seed that "
+            "never reaches the target has no such mean)."
             if not math.isnan(ratios.get("ours_over_fastest_peer_time_to_target", math.nan))
             else _not_reached(sides, ratios, fastest)
+            if fastest is not None
+            else ""
         ),
         "",
         markdown_table(
@@ -243,7 +258,7 @@ DIFFERENCES = (
     "validation side with PIL, fp32), outside the training seconds; one DataLoader worker, ours excepted (tune() "
     "chooses);",
     "- **ours**: no TrivialAugment: FastImageFolder's RandomResizedCrop and a left-right flip on the batch "
-    "(`GPUAugmentation(\"flip\")`), the idea taken from fastai's milder augmentation and chosen on seeds 0-1 "
+    '(`GPUAugmentation("flip")`), the idea taken from fastai\'s milder augmentation and chosen on seeds 0-1 '
     "(docs/practices/gpu-augmentation.md); timm and Composer keep TrivialAugment or its nearest, as this benchmark's "
     "shared recipe asks, so part of ours' lead is the lighter augmentation, which their users could choose too;",
     "- **plain Lightning**: the LightningModule's schedule stepped per epoch, as the module declares it (ours "

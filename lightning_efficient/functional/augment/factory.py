@@ -81,8 +81,8 @@ def build_augmentation(augmentation: Union[str, Augmentation], **kwargs: Any) ->
 
     Args:
         augmentation: one of :data:`PRESETS` (``"trivial_augment"``, ``"rand_augment"``, ``"imagenet"``,
-            ``"cifar"``, ``"flip"``), or any callable / ``nn.Module`` taking a float ``[B, C, H, W]`` batch in ``[0, 1]`` and
-            returning one (e.g. a Kornia ``AugmentationSequential``). A module's parameters are frozen
+            ``"cifar"``, ``"flip"``), or any callable / ``nn.Module`` taking a float ``[B, C, H, W]`` batch in
+            ``[0, 1]`` and returning one (e.g. a Kornia ``AugmentationSequential``). A module's parameters are frozen
             (``requires_grad=False``; Kornia's auto policies hold trainable ``nn.Parameter`` s). With masks a
             callable is called as ``augmentation(images, masks)`` and must return ``(images, masks)`` (Kornia's
             ``AugmentationSequential(..., data_keys=["input", "mask"])`` does); the masks it returns are given

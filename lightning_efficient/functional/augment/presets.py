@@ -19,7 +19,15 @@ from lightning_efficient.functional.augment.policy_sampling import sample_rand_a
 from lightning_efficient.functional.augment.validation import check_images, check_probability
 from lightning_efficient.functional.augment.warp import apply_affine
 
-__all__ = ["PRESETS", "cifar_augment", "flip_augment", "imagenet_augment", "rand_augment", "random_hflip", "trivial_augment"]
+__all__ = [
+    "PRESETS",
+    "cifar_augment",
+    "flip_augment",
+    "imagenet_augment",
+    "rand_augment",
+    "random_hflip",
+    "trivial_augment",
+]
 
 
 def random_hflip(
