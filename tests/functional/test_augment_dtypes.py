@@ -29,8 +29,8 @@ POLICY_SPACES = {
     "trivial_augment": lambda num_bins, h, w: trivial_augment_space(num_bins),
     "rand_augment": rand_augment_space,
 }
-#: The presets that are a single affine draw-and-warp: the preset itself is their one operation.
-AFFINE_PRESETS = ("imagenet", "cifar")
+#: The presets that are a single draw and warp (an affine one; "flip": a mirror): the preset is their one operation.
+AFFINE_PRESETS = ("imagenet", "cifar", "flip")
 NUM_BINS = 31
 
 #: ``(preset, operation)``: every entry of :data:`OPS` for a policy preset, the preset itself for the others.
