@@ -102,6 +102,11 @@ SIDES = (
 OPTIONAL = ("lightning", "fastai + cpu autocast")
 
 
+def side_names(text: str) -> list[str]:
+    """The side names of a comma-separated option (``--sides``, ``--skip``, ``--keep``), blanks dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def native_bf16() -> bool:
     from lightning_efficient.precision import cpu_has_native_bf16
 
@@ -261,12 +266,12 @@ def main() -> None:
             data = digits_imagefolder(args.work / "digits", size=args.size)
     if not (data / "train").is_dir() or not (data / "val").is_dir():
         sys.exit(f"{data}: expected an ImageFolder root with train/ and val/ (Imagenette); pass --data.")
-    wanted = [s.strip() for s in args.sides.split(",") if s.strip()]
+    wanted = side_names(args.sides)
     unknown = set(wanted) - {s.name for s in SIDES}
     if unknown:
         sys.exit(f"--sides: unknown {sorted(unknown)}; choose among {[s.name for s in SIDES]}.")
     sides = [s for s in SIDES if not wanted or s.name in wanted]
-    left_out = [k.strip() for k in args.skip.split(",") if k.strip()]
+    left_out = side_names(args.skip)
     if set(left_out) - set(OPTIONAL):
         sys.exit(f"--skip: {sorted(set(left_out) - set(OPTIONAL))} cannot be left out; choose among {list(OPTIONAL)}.")
     skipped = {s.name: "left out with --skip" for s in sides if s.name in left_out}
@@ -286,7 +291,7 @@ def main() -> None:
         "seeds": seeds,
         "ours": ours,
     }
-    kept = kept_runs(args.keep_from, [k.strip() for k in args.keep.split(",") if k.strip()], settings)
+    kept = kept_runs(args.keep_from, side_names(args.keep), settings)
     print(f"peers benchmark: {json.dumps(settings)}", flush=True)
     for side, reason in skipped.items():
         print(f"  skipped {side}: {reason}", flush=True)

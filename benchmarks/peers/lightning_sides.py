@@ -24,7 +24,7 @@ from benchmarks.peers.spec import MEAN, STD, Curve, Spec, parse_spec
 
 #: GPUAugmentation's arguments on the ours sides (``spec.options["augmentation"]`` overrides them): flip only, with
 #: FastImageFolder's RandomResizedCrop. Chosen on seeds 0-1 over ``{"augmentation": "trivial_augment", "flip_p":
-#: 0.5}`` (fastai's milder batch augmentation beat TrivialAugment on every side in 4-epoch runs).
+#: 0.5}``, after fastai's milder augmentation (docs/practices/gpu-augmentation.md, "Short runs: flip only").
 AUGMENTATION: dict[str, Any] = {"augmentation": "flip"}
 
 

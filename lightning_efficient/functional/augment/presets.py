@@ -172,8 +172,8 @@ def flip_augment(
     """Horizontal flip per sample and nothing else (:func:`random_hflip`): with the dataset's
     ``RandomResizedCrop`` (e.g. :class:`~lightning_efficient.FastImageFolder`'s), the classic ImageNet
     augmentation without a policy. For short runs (a few epochs), where a policy such as TrivialAugment
-    regularises more than the run can use (fastai's idea: its milder default augmentation; measured in the peers
-    benchmark, ``benchmarks/results/peers.md``).
+    regularises more than the run can use (fastai's idea: its milder default augmentation; measured on
+    ResNet-18 from scratch in 4-epoch runs, docs/practices/gpu-augmentation.md).
 
     Returns the input's shape, float in ``[0, 1]`` (float32 for ``uint8`` input, else the input dtype); with
     ``masks``, ``(images, masks)``, the masks flipped with their images. Errors as in :func:`random_hflip`.
