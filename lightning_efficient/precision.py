@@ -8,7 +8,8 @@ hardware                                      precision       why
 CUDA, compute capability >= 8.0 (Ampere+)     ``bf16-mixed``  bf16 tensor cores, fp32 range: no loss scaling
 CUDA, compute capability 7.x (Volta, Turing)  ``16-mixed``    fp16 tensor cores; bf16 is emulated (slow)
 CUDA, older                                   ``32-true``     no tensor cores
-CPU with AMX-BF16 or AVX512-BF16              ``bf16-mixed``  native bf16 dot products (oneDNN)
+CPU with AMX-BF16 or AVX512-BF16              ``bf16-mixed``  native bf16 dot products (oneDNN), unless a
+                                                              probe measures bf16 convolutions slower here
 Apple MPS                                     ``16-mixed``    fp16 is native on Apple GPUs
 other CPUs                                    ``32-true``     bf16 would be emulated, slower than fp32
 ============================================  ==============  ===============================================
@@ -16,12 +17,19 @@ other CPUs                                    ``32-true``     bf16 would be emul
 :func:`precision_input_dtype`: the floating dtype a Trainer's precision plugin gives the model's inputs (what
 GPUAugmentation casts its output to).
 
+Native bf16 instructions do not always make bf16 faster: on an Intel Xeon with AVX512-BF16 but no AMX, bf16
+convolutions ran at 0.6-0.77x fp32's speed (ResNet-18 trained at 0.77x, ``benchmarks/channels_last.py``), while an
+AMD EPYC with AVX512-BF16 trained it 1.97x faster. So on such a CPU :func:`cpu_bf16_speedup` times a ResNet basic
+block once per machine (about a second, stored beside tune()'s decisions), and fp32 is chosen where bf16 runs under
+0.9x (``BF16_SLOWER``) of fp32's speed.
+
 Mixed precision keeps the weights and the optimizer update in fp32 (Micikevicius et al., 2018), so accuracy
 is unaffected while matmuls and convolutions run in 16 bits.
 """
 
 from __future__ import annotations
 
+import json
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +39,8 @@ from typing import Any
 import torch
 
 _ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
+_SPEEDUPS: dict[str, float] = {}  # cpu_bf16_speedup() per machine key, in this process
+BF16_SLOWER = 0.9  #: below this speed ratio (bf16 / fp32, :func:`cpu_bf16_speedup`) a CPU trains in ``32-true``
 
 #: Precision values a Lightning ``Trainer`` accepts (``lightning_fabric``'s ``_PRECISION_INPUT``, 2.x).
 PRECISIONS = (
@@ -104,6 +114,88 @@ def cpu_has_native_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+def probe_cpu_bf16(rounds: int = 5, batch: int = 16, size: int = 32, channels: int = 64) -> float:
+    """Measure how much faster bf16 autocast trains a ResNet basic block than fp32 on this CPU, now.
+
+    The block (two 3x3 convolutions with BatchNorm and ReLU, ``channels`` channels, channels_last) takes a
+    forward and backward pass on a ``(batch, channels, size, size)`` float32 input, under
+    ``torch.autocast("cpu", torch.bfloat16)`` and without; the two alternate, ``rounds`` times, after one
+    untimed pass each, with the current ``torch.get_num_threads()``.
+
+    Returns:
+        The median over the rounds of fp32 seconds / bf16 seconds (above 1: bf16 is faster).
+    """
+    import time
+
+    gen = torch.Generator().manual_seed(0)
+    block = torch.nn.Sequential(
+        torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(channels),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(channels),
+    ).to(memory_format=torch.channels_last)
+    x = torch.randn(batch, channels, size, size, generator=gen).to(memory_format=torch.channels_last)
+
+    def seconds(bf16: bool) -> float:
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = block(x)
+        out.float().square().mean().backward()
+        return time.perf_counter() - start
+
+    seconds(False), seconds(True)
+    ratios = []
+    for i in range(rounds):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        took = {bf16: seconds(bf16) for bf16 in order}
+        ratios.append(took[False] / took[True])
+    return sorted(ratios)[len(ratios) // 2]
+
+
+def cpu_bf16_speedup() -> float:
+    """bf16's training speed over fp32's on this CPU (:func:`probe_cpu_bf16`), measured once per machine.
+
+    Stored in ``<cache>/bf16-probe.json`` (``<cache>``: tune()'s folder's parent, see
+    :func:`~lightning_efficient.tuning.store.cache_dir`) for this CPU model, its flags, the torch and oneDNN
+    versions and the thread count; measured again when any of them changes or the file cannot be read.
+    Source: a measurement, see the module docstring.
+    """
+    from lightning_efficient.doctor import machine_info
+
+    info = machine_info()
+    key = {k: info[k] for k in ("cpu", "cpu_flags", "torch", "onednn")} | {"threads": torch.get_num_threads()}
+    memo = json.dumps(key, sort_keys=True)
+    if memo in _SPEEDUPS:  # this process measured or read it already
+        return _SPEEDUPS[memo]
+    _SPEEDUPS[memo] = speedup = _stored_or_measured(key)
+    return speedup
+
+
+def _stored_or_measured(key: dict) -> float:
+    from lightning_efficient.tuning.store import cache_dir
+
+    try:
+        path = cache_dir().parent / "bf16-probe.json"
+    except RuntimeError:  # no home folder: measured, not stored
+        path = None
+    if path is not None:
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("machine") == key and float(stored["speedup"]) > 0:
+                return float(stored["speedup"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    speedup = probe_cpu_bf16()
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"machine": key, "speedup": speedup}, indent=1))
+        except OSError:
+            pass
+    return speedup
+
+
 def _resolve_accelerator(accelerator: str) -> str:
     if not isinstance(accelerator, str) or accelerator.lower() not in _ACCELERATORS:
         raise ValueError(
@@ -174,11 +266,21 @@ def explain_precision(accelerator: str = "auto") -> PrecisionChoice:
     flags = cpu_flags()
     native = sorted(f for f in ("amx_bf16", "avx512_bf16") if f in flags)
     if native:
+        speedup = cpu_bf16_speedup()
+        measured = f"a ResNet basic block trained {speedup:.2f}x as fast in bf16 as in fp32 here"
+        if speedup < BF16_SLOWER:
+            return PrecisionChoice(
+                "32-true",
+                acc,
+                name,
+                f"the CPU has native bf16 dot products ({', '.join(native)}), but {measured} (measured once, "
+                "stored): fp32 is faster.",
+            )
         return PrecisionChoice(
             "bf16-mixed",
             acc,
             name,
-            f"the CPU has native bf16 dot products ({', '.join(native)}); oneDNN runs convolutions in bf16.",
+            f"the CPU has native bf16 dot products ({', '.join(native)}); {measured}.",
         )
     return PrecisionChoice(
         "32-true",

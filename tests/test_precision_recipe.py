@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import pytorch_lightning as pl
 import torch
@@ -11,14 +13,55 @@ from lightning_efficient import precision as prec
 
 
 def test_cpu_choice_follows_cpu_flags(monkeypatch):
+    monkeypatch.setattr(prec, "cpu_bf16_speedup", lambda: 1.6)
     monkeypatch.setattr(prec, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
     assert le.recommended_precision("cpu") == "bf16-mixed"
     monkeypatch.setattr(prec, "cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
-    assert le.recommended_precision("cpu") == "bf16-mixed"
+    choice = le.explain_precision("cpu")
+    assert choice.precision == "bf16-mixed" and "1.60x" in choice.reason
     monkeypatch.setattr(prec, "cpu_flags", lambda: frozenset({"avx2"}))
     choice = le.explain_precision("cpu")
     assert choice.precision == "32-true"
     assert "emulated" in choice.reason
+
+
+@pytest.mark.parametrize(
+    "speedup, expected", [(0.6, "32-true"), (0.89, "32-true"), (0.9, "bf16-mixed"), (2.0, "bf16-mixed")]
+)
+def test_native_bf16_measured_slower_trains_in_fp32(monkeypatch, speedup, expected):
+    monkeypatch.setattr(prec, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(prec, "cpu_bf16_speedup", lambda: speedup)
+    choice = le.explain_precision("cpu")
+    assert choice.precision == expected
+    assert f"{speedup:.2f}x" in choice.reason
+    assert ("fp32 is faster" in choice.reason) == (expected == "32-true")
+
+
+def test_bf16_probe_is_a_positive_ratio():
+    speedup = prec.probe_cpu_bf16(rounds=3, batch=2, size=8, channels=8)
+    assert 0 < speedup < float("inf")
+
+
+def test_bf16_speedup_is_measured_once_per_machine_and_stored(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIGHTNING_EFFICIENT_CACHE", str(tmp_path))
+    monkeypatch.setattr(prec, "_SPEEDUPS", {})
+    calls = []
+    monkeypatch.setattr(prec, "probe_cpu_bf16", lambda: calls.append(1) or 0.75)
+    assert prec.cpu_bf16_speedup() == 0.75
+    assert prec.cpu_bf16_speedup() == 0.75 and len(calls) == 1  # remembered by the process
+    prec._SPEEDUPS.clear()
+    assert prec.cpu_bf16_speedup() == 0.75 and len(calls) == 1  # read back from the file
+    stored = tmp_path / "bf16-probe.json"
+    record = json.loads(stored.read_text())
+    assert record["speedup"] == 0.75 and record["machine"]["threads"] == torch.get_num_threads()
+    record["machine"]["torch"] = "0.0"  # another torch: measured again
+    stored.write_text(json.dumps(record))
+    prec._SPEEDUPS.clear()
+    assert prec.cpu_bf16_speedup() == 0.75 and len(calls) == 2
+    stored.write_text("{not json")  # unreadable: measured again and rewritten
+    prec._SPEEDUPS.clear()
+    assert prec.cpu_bf16_speedup() == 0.75 and len(calls) == 3
+    assert json.loads(stored.read_text())["speedup"] == 0.75
 
 
 @pytest.mark.parametrize(
@@ -47,7 +90,8 @@ def test_cuda_choice_follows_compute_capability(monkeypatch, capability, expecte
 def test_auto_on_this_machine_matches_its_flags():
     if torch.cuda.is_available():
         pytest.skip("this test describes a CPU-only machine")
-    expected = "bf16-mixed" if prec.cpu_has_native_bf16() else "32-true"
+    faster = prec.cpu_has_native_bf16() and prec.cpu_bf16_speedup() >= prec.BF16_SLOWER
+    expected = "bf16-mixed" if faster else "32-true"
     assert le.recommended_precision() == expected
 
 

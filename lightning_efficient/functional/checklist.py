@@ -60,9 +60,9 @@ def checklist(facts: RunFacts, data_wait_share: float) -> list[Check]:
     detail = f"precision={facts.precision!r}" + (
         ""
         if mixed
-        else ": no 16-bit mixed precision runs natively on this hardware"
+        else ": 16-bit mixed precision is not faster on this hardware (explain_precision() says why)"
         if facts.recommended_precision == "32-true"
-        else f" (this hardware runs {facts.recommended_precision!r} natively)"
+        else f" (this hardware runs {facts.recommended_precision!r} faster)"
     )
     advice = f"Trainer(precision={facts.recommended_precision!r}) or Trainer(**recipe())"
     checks.append(measured_check(facts, "precision", facts.precision, Check("mixed precision", ok, detail, advice)))

@@ -35,8 +35,9 @@ def tune_hints(facts: RunFacts, data_wait_share: float) -> list[str]:
     """Settings of this run that :func:`~lightning_efficient.tune` would question, one sentence each; empty when
     tune() measured this model here (``facts.tuned``) or nothing is in doubt.
 
-    In doubt: a 16-bit precision on a CPU without native bf16 (emulated), ``channels_last`` on a CPU (its effect
-    depends on the model there), and a data-bound run whose best ``num_workers`` is unknown.
+    In doubt: a 16-bit precision on a CPU where :func:`~lightning_efficient.recommended_precision` gives
+    ``32-true``, ``channels_last`` on a CPU (its effect depends on the model there), and a data-bound run whose
+    best ``num_workers`` is unknown.
     """
     if facts.tuned is not None:
         return []
@@ -44,8 +45,8 @@ def tune_hints(facts: RunFacts, data_wait_share: float) -> list[str]:
     half = facts.precision in ("bf16-mixed", "16-mixed", "bf16-true", "16-true", "bf16", "16")
     if half and facts.accelerator == "cpu" and facts.recommended_precision == "32-true":
         hints.append(
-            f"precision={facts.precision!r} on a CPU without native bf16/fp16 runs emulated, often far "
-            "slower than '32-true'"
+            f"precision={facts.precision!r} on this CPU runs slower than '32-true' (emulated without native "
+            "bf16, or measured slower here: explain_precision() says which)"
         )
     if facts.accelerator == "cpu" and facts.model_channels_last is not None and facts.model_channels_last >= 0.99:
         hints.append("channels_last on a CPU speeds up some models and slows others")
