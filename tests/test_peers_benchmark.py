@@ -82,6 +82,25 @@ def test_the_common_target_is_the_weakest_peers_mean_and_ratios_use_the_mean_cur
     assert "**45.0%**" in body and "composer (not built)" in body
 
 
+def test_the_report_names_each_figure_where_a_peer_is_ahead_and_why():
+    runs = [
+        _run("ours", 0, [0.2, 0.5], [10, 20]) | {"images_per_s": 80.0, "setup_s": 7.0, "tuned": {"tuning_s": 4.5}},
+        _run("ours", 1, [0.2, 0.5], [10, 20]) | {"images_per_s": 80.0, "setup_s": 5.0, "tuned": {"tuning_s": 0.1}},
+        *(_run("composer", s, [0.1, 0.3], [10, 30]) | {"images_per_s": 90.0} for s in (0, 1)),
+        *(_run("fastai", s, [0.2, 0.6], [10, 40]) | {"setup_s": 8.0} for s in (0, 1)),
+        *(_run("lightning", s, [0.1, 0.7], [10, 40]) for s in (0, 1)),  # never counts as a peer
+    ]
+    body, _ = report.render(runs, _settings(), {}, {}, "peers")
+    ahead = body.split("Where a peer is ahead of ours:")[1].split("\n\n")[1].splitlines()
+    assert ahead[0].startswith("- **fastai**, top-1: 60.0% against ours' 50.0%: its batch augmentation is milder")
+    assert ahead[1].startswith("- **composer**, images/s: 90.0 against ours' 80.0: its ProgressiveResizing")
+    assert ahead[2] == (
+        "- **composer**, set-up: 1 s against ours' 6 s: ours' set-up includes tune(): 4.5 s in the run that tuned, "
+        "0.1 s in a run that reused the stored decision."
+    )
+    assert len(ahead) == 3  # fastai's slower set-up and all of plain Lightning are not listed
+
+
 def _settings() -> dict:
     return dict(
         train_images=8, val_images=4, size=32, batch_size=4, epochs=3, lr=0.1, weight_decay=0.0, warmup_epochs=1,

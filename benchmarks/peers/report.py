@@ -228,6 +228,7 @@ def render(
             f"the mean curves ({_x(ratios['without_progressive_resizing_over_ours_time_to_target_per_seed_mean'])} "
             "on the mean of the per-seed times).",
         ]
+    lines += _ahead(sides, runs)
     precisions = [f"{side}: {sides[side]['settings'][0]}" for side in present]
     lines += ["", "Settings each side trained with: " + "; ".join(precisions) + "."]
     lines += ["", "What differs between the sides (each tool as its documentation writes it):", "", *DIFFERENCES]
@@ -249,6 +250,48 @@ def render(
         lines += ["", "Environments: " + "; ".join(f"`{k}`: {v}" for k, v in versions.items()) + "."]
     lines += ["", f"![top-1 against training seconds]({name}.png)"]
     return "\n".join(lines), summary
+
+
+#: Why a peer can be ahead of ours on a figure, where it was found out: ``(side, figure) -> sentence``.
+WHY_AHEAD = {
+    ("composer", "images/s"): "its ProgressiveResizing changes the side at epoch boundaries only, so it trains at "
+    "half the side for three of the four epochs and never at the full side, while ours follows Composer's default "
+    "schedule per optimizer step and spends its last fifth at 128 px; its lower top-1 is the price. Not taken: "
+    "ending below the full side (`end_scale=0.875`) cost ours 1.3 points of top-1 on seeds 0-1 "
+    "(docs/practices/progressive-resize.md)",
+    ("fastai", "top-1"): "its batch augmentation is milder than TrivialAugment; ours took the idea (the flip preset)",
+}
+
+
+def _ahead(sides: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """Lines naming each figure where a peer is ahead of ours (top-1, images/s, set-up) and why, where known."""
+    if "ours" not in sides:
+        return []
+    ours, found = sides["ours"], []
+    tuning = [r["tuned"]["tuning_s"] for r in runs if r["side"] == "ours" and isinstance(r.get("tuned"), dict)]
+    why_setup = (
+        f"ours' set-up includes tune(): {max(tuning):.1f} s in the run that tuned, "
+        f"{min(tuning):.1f} s in a run that reused the stored decision"
+        if tuning
+        else ""
+    )
+    for side in PEERS:
+        if side not in sides:
+            continue
+        peer = sides[side]
+        figures = (
+            ("top-1", peer["final_top1_mean"] > ours["final_top1_mean"], "%.1f%%", 100),
+            ("images/s", peer["images_per_s_mean"] > ours["images_per_s_mean"], "%.1f", 1),
+            ("set-up", peer["setup_s_mean"] < ours["setup_s_mean"], "%.0f s", 1),
+        )
+        keys = {"top-1": "final_top1_mean", "images/s": "images_per_s_mean", "set-up": "setup_s_mean"}
+        for figure, ahead, fmt, scale in figures:
+            if not ahead:
+                continue
+            values = f"{fmt % (scale * peer[keys[figure]])} against ours' {fmt % (scale * ours[keys[figure]])}"
+            why = WHY_AHEAD.get((side, figure)) or (why_setup if figure == "set-up" else "") or "not found out yet"
+            found.append(f"- **{side}**, {figure}: {values}: {why}.")
+    return ["", "Where a peer is ahead of ours:", "", *found] if found else []
 
 
 #: The differences that could not be removed, side by side (the side modules' docstrings say more).
