@@ -5,6 +5,7 @@ and DataLoader settings to use."""
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 from pathlib import Path
@@ -132,6 +133,21 @@ def cpu_model() -> str:
     except OSError:
         found = None
     return found.group(1).strip() if found else platform.processor() or platform.machine()
+
+
+CACHE_ENV = "LIGHTNING_EFFICIENT_CACHE"  #: the variable moving what is measured once per machine
+
+
+def cache_root() -> Path:
+    """The folder of what is measured once and kept between processes (tune()'s decisions, the bf16 probe):
+    ``$LIGHTNING_EFFICIENT_CACHE``, else ``$XDG_CACHE_HOME/lightning_efficient`` (``~/.cache`` without it).
+
+    Raises:
+        RuntimeError: no ``$LIGHTNING_EFFICIENT_CACHE``, no ``$XDG_CACHE_HOME`` and no home folder.
+    """
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lightning_efficient"
 
 
 def machine_info() -> dict[str, Any]:

@@ -122,6 +122,12 @@ def probe_cpu_bf16(rounds: int = 5, batch: int = 16, size: int = 32, channels: i
     ``torch.autocast("cpu", torch.bfloat16)`` and without; the two alternate, ``rounds`` times, after one
     untimed pass each, with the current ``torch.get_num_threads()``.
 
+    Args:
+        rounds: the timed rounds (one fp32 and one bf16 pass each).
+        batch: images per pass.
+        size: the input's height and width, pixels.
+        channels: the block's input and output channels.
+
     Returns:
         The median over the rounds of fp32 seconds / bf16 seconds (above 1: bf16 is faster).
     """
@@ -156,10 +162,9 @@ def probe_cpu_bf16(rounds: int = 5, batch: int = 16, size: int = 32, channels: i
 def cpu_bf16_speedup() -> float:
     """bf16's training speed over fp32's on this CPU (:func:`probe_cpu_bf16`), measured once per machine.
 
-    Stored in ``<cache>/bf16-probe.json`` (``<cache>``: tune()'s folder's parent, see
-    :func:`~lightning_efficient.tuning.store.cache_dir`) for this CPU model, its flags, the torch and oneDNN
-    versions and the thread count; measured again when any of them changes or the file cannot be read.
-    Source: a measurement, see the module docstring.
+    Stored in ``bf16-probe.json`` in :func:`~lightning_efficient.doctor.cache_root` (beside tune()'s ``tune/``)
+    for this CPU model, its flags, the torch and oneDNN versions and the thread count; measured again when any of
+    them changes or the file cannot be read. Source: a measurement, see the module docstring.
     """
     from lightning_efficient.doctor import machine_info
 
@@ -173,10 +178,10 @@ def cpu_bf16_speedup() -> float:
 
 
 def _stored_or_measured(key: dict) -> float:
-    from lightning_efficient.tuning.store import cache_dir
+    from lightning_efficient.doctor import cache_root
 
     try:
-        path = cache_dir().parent / "bf16-probe.json"
+        path = cache_root() / "bf16-probe.json"
     except RuntimeError:  # no home folder: measured, not stored
         path = None
     if path is not None:

@@ -26,12 +26,12 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 import torch
 from lightning_utilities.core.rank_zero import rank_zero_only, rank_zero_warn
 
-from lightning_efficient.doctor import machine_info
+from lightning_efficient.doctor import CACHE_ENV, cache_root, machine_info
 from lightning_efficient.tuning.policy import measure_again
 from lightning_efficient.tuning.result import TuneResult
 
 FORMAT = 6  #: the files' format (a new rule, a new one)
-ENV = "LIGHTNING_EFFICIENT_CACHE"  #: the variable moving the files
+ENV = CACHE_ENV  #: the variable moving the files
 #: The Trainer arguments that change a training step's cost: each reaches tune()'s measuring fits, and a
 #: change of any of them measures again (``max_epochs`` and the like change the budget, not a step: see
 #: :meth:`Store.load`).
@@ -67,15 +67,12 @@ __all__ = [
 
 
 def cache_dir() -> Path:
-    """Where tune() keeps its decisions (see the module docstring).
+    """Where tune() keeps its decisions: ``tune/`` in :func:`~lightning_efficient.doctor.cache_root`.
 
     Raises:
         RuntimeError: no ``$LIGHTNING_EFFICIENT_CACHE``, no ``$XDG_CACHE_HOME`` and no home folder.
     """
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV]) / "tune"
-    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return xdg / "lightning_efficient" / "tune"
+    return cache_root() / "tune"
 
 
 def arch_key(module: torch.nn.Module) -> str:
