@@ -18,9 +18,10 @@ other CPUs                                    ``32-true``     bf16 would be emul
 GPUAugmentation casts its output to).
 
 Native bf16 instructions do not always make bf16 faster: on an Intel Xeon with AVX512-BF16 but no AMX, bf16
-convolutions ran at 0.6-0.77x fp32's speed (ResNet-18 trained at 0.77x, ``benchmarks/channels_last.py``), while an
-AMD EPYC with AVX512-BF16 trained it 1.97x faster. So on such a CPU :func:`cpu_bf16_speedup` times a ResNet basic
-block once per machine (about a second, stored beside tune()'s decisions), and fp32 is chosen where bf16 runs under
+convolutions ran at 0.75-0.78x fp32's speed (:func:`probe_cpu_bf16`; ResNet-18 in ``benchmarks/peers``: 88.0
+images/s in fp32, 75.6 in bf16), while an AMD EPYC with AVX512-BF16 trained ResNet-18 1.76x faster in bf16
+(``benchmarks/channels_last.py``). So on such a CPU :func:`cpu_bf16_speedup` times a ResNet basic block once per
+machine (about half a second, stored beside tune()'s decisions), and fp32 is chosen where bf16 runs under
 0.9x (``BF16_SLOWER``) of fp32's speed.
 
 Mixed precision keeps the weights and the optimizer update in fp32 (Micikevicius et al., 2018), so accuracy
