@@ -194,7 +194,13 @@ def env_versions() -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "imagenette")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "imagenette",
+        help="an ImageFolder root with train/ and val/ (default: the reference Imagenette beside the repository; "
+        "--quick without it trains on scikit-learn's digits)",
+    )
     parser.add_argument("--train-images", type=int, default=2000, help="class-balanced training subset")
     parser.add_argument("--size", type=int, default=128, help="training crop and validation side, px")
     parser.add_argument("--epochs", type=int, default=4)
@@ -284,6 +290,7 @@ def main() -> None:
     ours = json.loads(args.ours) if args.ours else {}
     settings = {
         "data": str(data),
+        "quick": args.quick,
         "train_images": len(json.loads(train_list.read_text())["indices"]),
         "val_images": int(__import__("numpy").load(val_file)["labels"].shape[0]),
         **{k: getattr(args, k) for k in ("size", "epochs", "batch_size", "lr", "warmup_epochs", "weight_decay")},

@@ -167,9 +167,16 @@ def render(
             )
         )
     fastest = summary["fastest_peer"]
+    quick = settings.get("quick", False)
+    data = "Imagenette" if "imagenette" in str(settings.get("data", "imagenette")).lower() else settings["data"]
+    split = "a class-balanced subset of the validation split" if quick else "the whole validation split"
     lines = [
-        f"ResNet-18 from scratch, Imagenette: {settings['train_images']} training images (class-balanced), the whole "
-        f"validation split ({settings['val_images']} images), {settings['size']} px, batch {settings['batch_size']}, "
+        "**A smoke run (`--quick`): a few small images, no figures; the differences listed below describe the full "
+        "benchmark.**",
+        "",
+    ] * quick + [
+        f"ResNet-18 from scratch, {data}: {settings['train_images']} training images (class-balanced), {split} "
+        f"({settings['val_images']} images), {settings['size']} px, batch {settings['batch_size']}, "
         f"{settings['epochs']} epochs, SGD momentum 0.9, peak LR {settings['lr']}, weight decay "
         f"{settings['weight_decay']}, {settings['warmup_epochs']:g}-epoch linear warmup then cosine; seeds "
         f"{', '.join(map(str, settings['seeds']))}, the sides alternating; {settings['workers']} DataLoader "
@@ -207,7 +214,12 @@ def render(
         ),
         "",
         "Training seconds: wall clock from the process start (imports, tuning, compilation included), validation "
-        "excluded. images/s: training images over the seconds from the first step to the last validation point.",
+        "excluded. Time to target: the training seconds of the first validation point at or above it (no "
+        "interpolation), per seed and on the mean curve (the seeds' seconds and top-1 averaged point by point). "
+        "images/s: training images over the seconds from the first step to the last validation point. LR off the "
+        "shared schedule: the largest difference between the LR a side used at a step and the shared schedule's, "
+        "as a share of the peak LR (fastai's cosine warmup, Composer's warmup from 0 and one-step lag, plain "
+        "Lightning's per-epoch steps).",
     ]
     ablation = ratios.get("without_progressive_resizing_over_ours_time_to_target", math.nan)
     if "ours" in sides and "ours without progressive resizing" in sides and math.isnan(ablation):
@@ -245,12 +257,15 @@ def render(
             "compares two sessions.",
         ]
     if skipped:
-        lines += ["", "Not run here: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()) + "."]
+        lines += ["", "Not run here: " + "; ".join(f"{k} ({WHAT.get(k, '')}{v})" for k, v in skipped.items()) + "."]
     if versions:
         lines += ["", "Environments: " + "; ".join(f"`{k}`: {v}" for k, v in versions.items()) + "."]
     lines += ["", f"![top-1 against training seconds]({name}.png)"]
     return "\n".join(lines), summary
 
+
+#: What a side that can be left out is, for the line naming the sides not run.
+WHAT = {"fastai + cpu autocast": "fastai with a callback entering torch.autocast('cpu', torch.bfloat16), its one fix: "}
 
 #: Why a peer can be ahead of ours on a figure, where it was found out: ``(side, figure) -> sentence``.
 WHY_AHEAD = {
