@@ -278,6 +278,14 @@ WHY_AHEAD = {
 }
 
 
+#: The figures compared by :func:`_ahead`: ``(name, summary key, +1 higher is better / -1 lower, format, scale)``.
+AHEAD_FIGURES = (
+    ("top-1", "final_top1_mean", 1, "%.1f%%", 100),
+    ("images/s", "images_per_s_mean", 1, "%.1f", 1),
+    ("set-up", "setup_s_mean", -1, "%.0f s", 1),
+)
+
+
 def _ahead(sides: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
     """Lines naming each figure where a peer is ahead of ours (top-1, images/s, set-up) and why, where known."""
     if "ours" not in sides:
@@ -294,16 +302,10 @@ def _ahead(sides: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
         if side not in sides:
             continue
         peer = sides[side]
-        figures = (
-            ("top-1", peer["final_top1_mean"] > ours["final_top1_mean"], "%.1f%%", 100),
-            ("images/s", peer["images_per_s_mean"] > ours["images_per_s_mean"], "%.1f", 1),
-            ("set-up", peer["setup_s_mean"] < ours["setup_s_mean"], "%.0f s", 1),
-        )
-        keys = {"top-1": "final_top1_mean", "images/s": "images_per_s_mean", "set-up": "setup_s_mean"}
-        for figure, ahead, fmt, scale in figures:
-            if not ahead:
+        for figure, key, better, fmt, scale in AHEAD_FIGURES:
+            if better * peer[key] <= better * ours[key]:
                 continue
-            values = f"{fmt % (scale * peer[keys[figure]])} against ours' {fmt % (scale * ours[keys[figure]])}"
+            values = f"{fmt % (scale * peer[key])} against ours' {fmt % (scale * ours[key])}"
             why = WHY_AHEAD.get((side, figure)) or (why_setup if figure == "set-up" else "") or "not found out yet"
             found.append(f"- **{side}**, {figure}: {values}: {why}.")
     return ["", "Where a peer is ahead of ours:", "", *found] if found else []

@@ -432,9 +432,8 @@ def test_over_budget_the_defaults_of_recipe_apply_and_the_table_says_so():
 def test_over_budget_the_precision_is_recipes_on_either_kind_of_cpu():
     result = le.tune(Net(), _loader(), num_workers=False, precisions=["32-true", "bf16-mixed"], **NONE)
     assert _by(result)["precision"].verdict == "not measured" and "precision" in result.by_rule()
-    assert result.chosen.precision == le.recommended_precision(
-        "cpu"
-    )  # bf16-mixed only where the CPU runs it natively and faster
+    # bf16-mixed only where the CPU runs it natively and faster
+    assert result.chosen.precision == le.recommended_precision("cpu")
 
 
 @pytest.mark.parametrize(
